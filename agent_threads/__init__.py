@@ -1,0 +1,74 @@
+"""agent-threads: conversation state for agents and multi-agent workflows.
+
+Threads of messages that can be appended, forked at any message in O(1), persisted in
+pluggable stores and resumed later.
+"""
+
+from agent_threads.chat import ChatMessageThread
+from agent_threads.errors import (
+    AgentThreadsError,
+    CheckpointNotFoundError,
+    ConflictError,
+    DuplicateMessageError,
+    InvalidIdError,
+    MessageNotFoundError,
+    NotLoadedError,
+    ReadOnlyError,
+    SchemaVersionError,
+    StateConflictError,
+    StoreCorruptedError,
+    ThreadNotFoundError,
+)
+from agent_threads.messages import (
+    DataPart,
+    Message,
+    Part,
+    Role,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+    tool_call,
+)
+from agent_threads.state import ImmutableState, MergePolicy
+from agent_threads.stores.base import Record, Row, ThreadStore, VacuumReport
+from agent_threads.stores.memory import MemoryStore
+from agent_threads.thread import AgentThread, ThreadStats
+
+__all__ = [
+    "AgentThread",
+    "AgentThreadsError",
+    "ChatMessageThread",
+    "CheckpointNotFoundError",
+    "ConflictError",
+    "DataPart",
+    "DuplicateMessageError",
+    "ImmutableState",
+    "InvalidIdError",
+    "MemoryStore",
+    "MergePolicy",
+    "Message",
+    "MessageNotFoundError",
+    "NotLoadedError",
+    "Part",
+    "ReadOnlyError",
+    "Record",
+    "Role",
+    "Row",
+    "SchemaVersionError",
+    "StateConflictError",
+    "StoreCorruptedError",
+    "SummaryPart",
+    "TextPart",
+    "ThinkingPart",
+    "ThreadNotFoundError",
+    "ThreadStats",
+    "ThreadStore",
+    "ToolCallPart",
+    "ToolResultPart",
+    "Usage",
+    "VacuumReport",
+    "tool_call",
+]

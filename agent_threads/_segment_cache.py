@@ -1,0 +1,145 @@
+"""The in-process copy of segment rows shared by a thread handle, its forks and copies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+from agent_threads import log
+from agent_threads.log import Range
+from agent_threads.messages import Message
+
+
+class _Buffer:
+    """Messages at consecutive positions `base, base+1, ...` of one segment."""
+
+    __slots__ = ("base", "items")
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.items: list[Message | None] = []
+
+    def put(self, start: int, messages: Sequence[Message]) -> None:
+        if start < self.base:  # rare: rows below what we hold (a tail read came first)
+            self.items[:0] = [None] * (self.base - start)
+            self.base = start
+        offset = start - self.base
+        if offset > len(self.items):
+            self.items.extend([None] * (offset - len(self.items)))
+        overlap = min(len(messages), len(self.items) - offset)
+        for i in range(overlap):  # rows never change once written; fill only the gaps
+            if self.items[offset + i] is None:
+                self.items[offset + i] = messages[i]
+        self.items.extend(messages[overlap:])
+
+    def get(self, position: int) -> Message | None:
+        i = position - self.base
+        return self.items[i] if 0 <= i < len(self.items) else None
+
+    def has(self, start: int, end: int) -> bool:
+        lo, hi = start - self.base, end - self.base
+        if lo < 0 or hi > len(self.items):
+            return False
+        return all(m is not None for m in self.items[lo:hi])
+
+
+class SegmentCache:
+    """Decoded messages by `(segment_id, position)`.
+
+    Segment rows never change once written, so one cache can serve every handle whose
+    ranges point into it, and a fork shares its parent's cache at no cost.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, _Buffer] = {}
+        self._places: dict[str, list[tuple[str, int]]] = {}
+
+    def put(self, segment_id: str, start: int, messages: Sequence[Message]) -> None:
+        """Record that `messages` sit at `segment_id[start:]`."""
+        buffer = self._buffers.get(segment_id)
+        if buffer is None:
+            buffer = self._buffers[segment_id] = _Buffer(start)
+        buffer.put(start, messages)
+        for offset, message in enumerate(messages):
+            places = self._places.setdefault(message.id, [])
+            place = (segment_id, start + offset)
+            if place not in places:
+                places.append(place)
+
+    def has(self, ranges: Sequence[Range]) -> bool:
+        """Whether every message of `ranges` is cached."""
+        for r in ranges:
+            buffer = self._buffers.get(r.segment_id)
+            if len(r) and (buffer is None or not buffer.has(r.start, r.end)):
+                return False
+        return True
+
+    def missing(self, ranges: Sequence[Range]) -> list[Range]:
+        """The ranges (or parts) whose messages are not cached yet."""
+        return [r for r in ranges if len(r) and not self.has((r,))]
+
+    def get(self, segment_id: str, position: int) -> Message:
+        """The cached message at a segment position (KeyError if not cached)."""
+        buffer = self._buffers.get(segment_id)
+        message = None if buffer is None else buffer.get(position)
+        if message is None:
+            raise KeyError((segment_id, position))
+        return message
+
+    def places(self, message_id: str) -> list[tuple[str, int]]:
+        """Every cached `(segment_id, position)` holding this message id."""
+        return self._places.get(message_id, [])
+
+    def iterate(self, ranges: Sequence[Range]) -> Iterator[Message]:
+        """The cached messages of `ranges`, in order."""
+        for r in ranges:
+            for position in range(r.start, r.end):
+                yield self.get(r.segment_id, position)
+
+
+class MessageList(Sequence[Message]):
+    """A read-only sequence of a thread's messages, built in O(1) over the cache.
+
+    Compares equal to any sequence holding the same messages (a list, a tuple).
+    """
+
+    __slots__ = ("_cache", "_length", "_ranges")
+
+    def __init__(self, cache: SegmentCache, ranges: Sequence[Range]) -> None:
+        self._cache = cache
+        self._ranges = tuple(ranges)
+        self._length = log.length(ranges)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            return list(self._cache.iterate(log.slice_ranges(self._ranges, start, stop)))
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(f"message index {index} out of range (length {self._length})")
+        return self._cache.get(*log.locate(self._ranges, index))
+
+    def __iter__(self) -> Iterator[Message]:
+        return self._cache.iterate(self._ranges)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MessageList({list(self)!r})"

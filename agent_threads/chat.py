@@ -1,0 +1,440 @@
+"""ChatMessageThread: a thread of messages stored as a piece table over segments."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Self
+
+from pydantic import JsonValue, ValidationError
+
+from agent_threads import log
+from agent_threads._ids import new_id
+from agent_threads._segment_cache import MessageList, SegmentCache
+from agent_threads.errors import (
+    ConflictError,
+    DuplicateMessageError,
+    MessageNotFoundError,
+    NotLoadedError,
+    StoreCorruptedError,
+)
+from agent_threads.log import OpenSegment, Range, Ranges
+from agent_threads.messages import MESSAGES_ADAPTER, Message
+from agent_threads.state import ImmutableState
+from agent_threads.stores.base import Record, Row, ThreadStore
+from agent_threads.stores.memory import MemoryStore
+from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats
+
+
+@dataclass(frozen=True, slots=True)
+class _AppendPlan:
+    """Where an append writes its rows and what the thread looks like afterwards."""
+
+    segment_id: str
+    start: int
+    rows: list[Row]
+    messages: list[Message]
+    ranges: Ranges
+    open_segment: OpenSegment
+
+
+def _log_data(ranges: Ranges, open_segment: OpenSegment | None) -> dict[str, JsonValue]:
+    segment: JsonValue = (
+        None if open_segment is None else {"id": open_segment.segment_id, "end": open_segment.end}
+    )
+    return {
+        "ranges": [r.to_json() for r in ranges],
+        "head": log.length(ranges),
+        "segment": segment,
+    }
+
+
+def _parse_log(record: Record) -> tuple[Ranges, OpenSegment | None]:
+    try:
+        raw = record.data.get("ranges") or []
+        if not isinstance(raw, list):
+            raise ValueError("ranges is not a list")
+        ranges = tuple(Range.from_json(r) for r in raw)
+        segment = record.data.get("segment")
+        open_segment = None
+        if isinstance(segment, dict):
+            seg_id, end = segment.get("id"), segment.get("end")
+            if not isinstance(seg_id, str) or not isinstance(end, int):
+                raise ValueError(f"bad open segment {segment!r}")
+            open_segment = OpenSegment(seg_id, end)
+    except ValueError as exc:
+        raise StoreCorruptedError(f"thread {record.id!r} record", detail=str(exc)) from exc
+    return ranges, open_segment
+
+
+def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
+    if isinstance(messages, Message):
+        raise TypeError("on_new_messages takes a sequence of messages; wrap one in a list")
+    batch = list(messages)
+    seen: set[str] = set()
+    for message in batch:
+        if not isinstance(message, Message):
+            raise TypeError(f"expected Message, got {type(message).__name__}: {message!r}")
+        if message.id in seen:
+            raise DuplicateMessageError(message.id, thread_id=thread_id)
+        seen.add(message.id)
+    return batch
+
+
+class ChatMessageThread(AgentThread):
+    """A conversation: an append-only list of messages that can be forked at any message.
+
+    Forks share their parent's stored segments and in-memory messages, so a fork costs
+    O(number of ranges), never O(messages).
+    """
+
+    type_name = "chat"
+
+    _ranges: Ranges
+    _open_segment: OpenSegment | None
+    _cache: SegmentCache
+    _lazy: bool
+
+    def _on_bind(self) -> None:
+        self._ranges, self._open_segment = _parse_log(self._record)
+
+    def _attach(self, cache: SegmentCache, *, lazy: bool) -> Self:
+        self._cache = cache
+        self._lazy = lazy
+        return self
+
+    # -- construction -------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls,
+        store: ThreadStore | None = None,
+        *,
+        id: str | None = None,
+        title: str | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Self:
+        """Create and store a new, empty thread (in a new MemoryStore if none is given).
+
+        Raises:
+            ConflictError: the store already holds a thread with this id.
+            InvalidIdError: `id` is not a valid id.
+        """
+        store = MemoryStore() if store is None else store
+        record = cls._new_record(
+            thread_id=id, title=title, tags=tags, metadata=metadata, extra=_log_data((), None)
+        )
+        stored = await _put_new(store, record)
+        return cls._bind(store, stored, ImmutableState())._attach(SegmentCache(), lazy=False)
+
+    @classmethod
+    async def load(cls, thread_id: str, *, store: ThreadStore, lazy: bool = False) -> Self:
+        """Open a stored thread; with `lazy=True` read only its record, not its messages.
+
+        Raises:
+            ThreadNotFoundError: no chat thread has this id.
+            StoreCorruptedError: its record or rows cannot be decoded.
+        """
+        record = await cls._read_record(store, thread_id)
+        return await cls._open(store, record, lazy=lazy)
+
+    @classmethod
+    async def _open(cls, store: ThreadStore, record: Record, *, lazy: bool = False) -> Self:
+        state = await cls._read_state(store, record)
+        handle = cls._bind(store, record, state)._attach(SegmentCache(), lazy=lazy)
+        if not lazy:
+            await handle._fill_cache(handle._ranges)
+        return handle
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def head(self) -> int:
+        """The number of messages in the thread."""
+        return log.length(self._ranges)
+
+    @property
+    def ranges(self) -> Ranges:
+        """The piece table: `(segment_id, start, end)` ranges whose concatenation is the thread."""
+        return self._ranges
+
+    @property
+    def is_lazy(self) -> bool:
+        """Whether this handle was loaded with `lazy=True` (messages read on demand)."""
+        return self._lazy
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        """All messages, in order (a read-only sequence built in O(1)).
+
+        Raises:
+            NotLoadedError: the handle was loaded with `lazy=True`.
+        """
+        if self._lazy:
+            raise NotLoadedError(
+                self.id, what="messages", hint="use `await thread.get_messages(start, end)`"
+            )
+        return MessageList(self._cache, self._ranges)
+
+    async def get_messages(self, start: int = 0, end: int | None = None) -> list[Message]:
+        """Messages `start <= i < end`, with slice semantics (negative indexes count from the end).
+
+        Reads from the store only what is not in memory yet, so the last K messages of a
+        lazily loaded thread cost K row reads whatever its length.
+        """
+        lo, hi, _ = slice(start, end).indices(self.head)
+        wanted = log.slice_ranges(self._ranges, lo, hi)
+        await self._fill_cache(wanted)
+        return list(self._cache.iterate(wanted))
+
+    async def _fill_cache(self, ranges: Sequence[Range]) -> None:
+        for r in self._cache.missing(ranges):
+            rows = await self._store.read_rows(r.segment_id, r.start, r.end)
+            self._cache.put(r.segment_id, r.start, self._decode(r, rows))
+
+    def _decode(self, r: Range, rows: Sequence[str]) -> list[Message]:
+        decoded = []
+        for offset, row in enumerate(rows):
+            try:
+                decoded.append(Message.model_validate_json(row))
+            except ValidationError as exc:
+                where = f"segment {r.segment_id!r} position {r.start + offset}"
+                raise StoreCorruptedError(where, detail=f"undecodable message: {exc}") from exc
+        return decoded
+
+    async def index_of(self, message_id: str) -> int:
+        """The index of a message in this thread.
+
+        Raises:
+            MessageNotFoundError: the thread holds no message with this id.
+        """
+        index = await self._find(message_id)
+        if index is None:
+            raise MessageNotFoundError(message_id, thread_id=self.id)
+        return index
+
+    async def _find(self, message_id: str) -> int | None:
+        places = (
+            await self._store.locate_message(message_id)
+            if self._lazy
+            else self._cache.places(message_id)
+        )
+        for segment_id, position in places:
+            index = log.index_of(self._ranges, segment_id, position)
+            if index is not None:
+                return index
+        return None
+
+    # -- appending ----------------------------------------------------------------
+
+    async def on_new_messages(self, messages: Iterable[Message], *, retries: int = 1) -> None:
+        """Append messages, all or nothing, as one store write.
+
+        If another handle appended at the same head first, this handle re-reads the
+        thread and appends after it, up to `retries` times.
+
+        Raises:
+            ConflictError: other writers kept winning for more than `retries` attempts.
+            DuplicateMessageError: a message id is already in the thread or the batch.
+        """
+        batch = _as_messages(messages, self.id)
+        if not batch:
+            return
+        rows = [Row(m.id, m.model_dump_json()) for m in batch]
+        async with self._lock:
+            await self._append(batch, rows, retries)
+
+    async def _append(self, batch: list[Message], rows: list[Row], retries: int) -> None:
+        force_new = False
+        while True:
+            await self._check_absent(batch)
+            plan = await self._plan_append(batch, rows, force_new=force_new)
+            try:
+                await self._store.append_rows(plan.segment_id, plan.start, plan.rows)
+            except ConflictError:
+                seen = self._record.version
+                await self._refresh_unlocked()
+                force_new = self._record.version == seen  # unchanged: rows a crash left behind
+                if not force_new:
+                    retries = self._spend_retry(retries)
+                continue
+            if await self._publish_append(plan, batch):
+                return
+            retries = self._spend_retry(retries)
+            force_new = False
+
+    def _spend_retry(self, retries: int) -> int:
+        if retries <= 0:
+            raise ConflictError(
+                f"thread {self.id!r}",
+                detail="another writer appended at the same time; the thread was refreshed,"
+                " append again (or pass a larger retries=)",
+            )
+        return retries - 1
+
+    async def _publish_append(self, plan: _AppendPlan, batch: list[Message]) -> bool:
+        """Publish the plan's ranges; False if another writer moved the thread meanwhile."""
+        while True:
+            base_ranges, base_open = self._ranges, self._open_segment
+            stats = self.stats.add(batch)
+            data = {**_log_data(plan.ranges, plan.open_segment), "stats": stats.model_dump()}
+            try:
+                await self._publish(data)
+            except ConflictError:
+                await self._refresh_unlocked()
+                if (self._ranges, self._open_segment) != (base_ranges, base_open):
+                    return False  # the log moved: our rows are orphans, plan again
+                continue  # only metadata or state changed: our rows still fit
+            self._cache.put(plan.segment_id, plan.start, plan.messages)
+            self._on_bind()
+            return True
+
+    async def _check_absent(self, batch: list[Message]) -> None:
+        for message in batch:
+            if await self._find(message.id) is not None:
+                raise DuplicateMessageError(message.id, thread_id=self.id)
+
+    async def _plan_append(
+        self, batch: list[Message], rows: list[Row], *, force_new: bool
+    ) -> _AppendPlan:
+        head = self.head
+        if not force_new and log.can_extend(self._ranges, self._open_segment):
+            assert self._open_segment is not None
+            segment_id = self._open_segment.segment_id
+            ranges = log.extend(self._ranges, segment_id, head, len(batch))
+            return _AppendPlan(
+                segment_id, head, rows, batch, ranges, OpenSegment(segment_id, head + len(batch))
+            )
+        segment_id = new_id()
+        start = log.consolidation_start(self._ranges)
+        if start is None:
+            ranges = log.extend(self._ranges, segment_id, head, len(batch))
+            return _AppendPlan(
+                segment_id, head, rows, batch, ranges, OpenSegment(segment_id, head + len(batch))
+            )
+        moved = await self.get_messages(start, head)  # amortized: see log.consolidation_start
+        all_messages = moved + batch
+        all_rows = [Row(m.id, m.model_dump_json()) for m in moved] + rows
+        end = start + len(all_messages)
+        ranges = (*log.prefix(self._ranges, start), Range(segment_id, start, end))
+        return _AppendPlan(
+            segment_id, start, all_rows, all_messages, ranges, OpenSegment(segment_id, end)
+        )
+
+    async def _adopt(self, record: Record) -> None:
+        await super()._adopt(record)
+        if not self._lazy:
+            await self._fill_cache(self._ranges)
+
+    # -- forks and copies ---------------------------------------------------------
+
+    async def fork(
+        self,
+        message_id: str | None = None,
+        *,
+        id: str | None = None,
+        title: str | None = None,
+        tags: Iterable[str] | None = None,
+        reset_stats: bool = True,
+    ) -> Self:
+        """A new stored thread with this one's messages, up to and including `message_id`.
+
+        Costs O(number of ranges), independent of the number of messages. The fork
+        inherits the current state and metadata; its stats start at zero unless
+        `reset_stats=False`. Parent and fork never see each other's later changes.
+
+        Raises:
+            MessageNotFoundError: `message_id` is not in this thread.
+            ConflictError: a thread with id `id` already exists.
+        """
+        async with self._lock:
+            count = self.head if message_id is None else await self.index_of(message_id) + 1
+            ranges = log.prefix(self._ranges, count)
+            last = (await self.get_messages(count - 1, count))[0] if count else None
+            stats = ThreadStats()
+            if not reset_stats:
+                stats = (
+                    self.stats
+                    if count == self.head
+                    else ThreadStats().add(await self.get_messages(0, count))
+                )
+            digest = self._record.data.get("state")
+            record = self._new_record(
+                thread_id=id,
+                title=self.title if title is None else title,
+                tags=self.tags if tags is None else tags,
+                metadata=self.metadata,
+                parent_id=self.id,
+                fork_point=None if last is None else last.id,
+                stats=stats,
+                state_digest=digest if isinstance(digest, str) else None,
+                extra=_log_data(ranges, None),
+            )
+            stored = await _put_new(self._store, record)
+            return (
+                type(self)
+                ._bind(self._store, stored, self._state)
+                ._attach(self._cache, lazy=self._lazy)
+            )
+
+    def _data_for_copy(self, data: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        data["segment"] = None  # the copy must not extend the original's segment
+        return data
+
+    def _share_into(self, twin: Self) -> None:
+        twin._attach(self._cache, lazy=self._lazy)
+
+    # -- JSON export ----------------------------------------------------------------
+
+    def _export_content(self) -> dict[str, Any]:
+        if self._lazy:
+            raise NotLoadedError(
+                self.id, what="the message list", hint="load it without lazy=True to export it"
+            )
+        return {"messages": [m.model_dump(mode="json") for m in self.messages]}
+
+    @classmethod
+    async def _import(cls, document: dict[str, Any], store: ThreadStore) -> Self:
+        messages = list(MESSAGES_ADAPTER.validate_python(document.get("messages", [])))
+        _as_messages(messages, str(document.get("id")))
+        segment_id = new_id()
+        ranges = log.extend((), segment_id, 0, len(messages))
+        open_segment = OpenSegment(segment_id, len(messages)) if messages else None
+        state = ImmutableState(document.get("state") or {})
+        handle_state_digest = await store.put_blob(state.to_json_bytes()) if state else None
+        record = cls._new_record(
+            thread_id=document.get("id"),
+            title=document.get("title"),
+            tags=document.get("tags"),
+            metadata=document.get("metadata"),
+            parent_id=document.get("parent_id"),
+            fork_point=document.get("fork_point"),
+            stats=ThreadStats.model_validate(document.get("stats") or {}),
+            state_digest=handle_state_digest,
+            extra=_log_data(ranges, open_segment),
+        )
+        if isinstance(document.get("created_at"), str):
+            record = record.model_copy(
+                update={"data": {**record.data, "created_at": document["created_at"]}}
+            )
+        if messages:  # rows before the record: a crash leaves orphans, not a torn thread
+            await store.append_rows(
+                segment_id, 0, [Row(m.id, m.model_dump_json()) for m in messages]
+            )
+        stored = await _put_new(store, record)
+        handle = cls._bind(store, stored, state)._attach(SegmentCache(), lazy=False)
+        handle._cache.put(segment_id, 0, messages)
+        return handle
+
+
+async def _put_new(store: ThreadStore, record: Record) -> Record:
+    try:
+        return await store.put_record(record, expected_version=0)
+    except ConflictError as exc:
+        raise ConflictError(
+            f"thread {record.id!r}", detail="a thread with this id already exists"
+        ) from exc
+
+
+__all__ = ["THREAD_KIND", "ChatMessageThread"]

@@ -1,0 +1,119 @@
+"""Exceptions agent_threads raises on purpose.
+
+AgentThreadsError
+├── ThreadNotFoundError, MessageNotFoundError, CheckpointNotFoundError   (+ LookupError)
+├── InvalidIdError, DuplicateMessageError                                (+ ValueError)
+├── ConflictError, StateConflictError
+├── ReadOnlyError                                                        (+ TypeError)
+├── NotLoadedError                                                       (+ RuntimeError)
+└── StoreCorruptedError, SchemaVersionError
+
+Every error names what is at fault (thread, message, checkpoint, key, file) both in its
+message and as an attribute, so callers can react without parsing text.
+"""
+
+from __future__ import annotations
+
+
+class AgentThreadsError(Exception):
+    """Root of every exception agent_threads raises on purpose."""
+
+
+class ThreadNotFoundError(AgentThreadsError, LookupError):
+    """No thread with this id exists in the store."""
+
+    def __init__(self, thread_id: str, *, detail: str = "") -> None:
+        self.thread_id = thread_id
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"thread {thread_id!r} not found{suffix}")
+
+
+class MessageNotFoundError(AgentThreadsError, LookupError):
+    """The thread holds no message with this id."""
+
+    def __init__(self, message_id: str, *, thread_id: str) -> None:
+        self.message_id = message_id
+        self.thread_id = thread_id
+        super().__init__(f"message {message_id!r} not found in thread {thread_id!r}")
+
+
+class CheckpointNotFoundError(AgentThreadsError, LookupError):
+    """The thread has no checkpoint with this id or label."""
+
+    def __init__(self, checkpoint: str, *, thread_id: str) -> None:
+        self.checkpoint = checkpoint
+        self.thread_id = thread_id
+        super().__init__(f"checkpoint {checkpoint!r} not found in thread {thread_id!r}")
+
+
+class InvalidIdError(AgentThreadsError, ValueError):
+    """An id that would reach a file path or a store key is not acceptable."""
+
+    def __init__(self, value: object, *, what: str, reason: str) -> None:
+        self.value = value
+        self.what = what
+        self.reason = reason
+        super().__init__(f"invalid {what} {value!r}: {reason}")
+
+
+class DuplicateMessageError(AgentThreadsError, ValueError):
+    """A message id is already present in the thread (ids must be unique per thread)."""
+
+    def __init__(self, message_id: str, *, thread_id: str) -> None:
+        self.message_id = message_id
+        self.thread_id = thread_id
+        super().__init__(f"message {message_id!r} is already in thread {thread_id!r}")
+
+
+class ConflictError(AgentThreadsError):
+    """Another writer changed the same record or row first (compare-and-set lost)."""
+
+    def __init__(self, key: str, *, detail: str) -> None:
+        self.key = key
+        super().__init__(f"conflict on {key}: {detail}")
+
+
+class StateConflictError(AgentThreadsError):
+    """Two states being merged with policy "raise" hold different values for a key."""
+
+    def __init__(self, key: str, ours: object, theirs: object) -> None:
+        self.key = key
+        self.ours = ours
+        self.theirs = theirs
+        super().__init__(f"state conflict at key {key!r}: {ours!r} != {theirs!r}")
+
+
+class ReadOnlyError(AgentThreadsError, TypeError):
+    """A write was attempted on something that is read-only (a snapshot, a lazy handle)."""
+
+    def __init__(self, what: str, *, hint: str) -> None:
+        self.what = what
+        super().__init__(f"{what} is read-only: {hint}")
+
+
+class NotLoadedError(AgentThreadsError, RuntimeError):
+    """Content a lazy handle has not read was asked for synchronously."""
+
+    def __init__(self, thread_id: str, *, what: str, hint: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"thread {thread_id!r} was loaded lazily, so {what} is not in memory: {hint}"
+        )
+
+
+class StoreCorruptedError(AgentThreadsError):
+    """Stored data could not be decoded or is inconsistent; names the file, key or row."""
+
+    def __init__(self, where: str, *, detail: str) -> None:
+        self.where = where
+        super().__init__(f"store data corrupted at {where}: {detail}")
+
+
+class SchemaVersionError(AgentThreadsError):
+    """Data was written by an unknown or newer schema version, or names an unknown kind."""
+
+    def __init__(self, where: str, *, found: object, supported: object) -> None:
+        self.where = where
+        self.found = found
+        self.supported = supported
+        super().__init__(f"{where}: found {found!r}, this version supports {supported!r}")

@@ -1,0 +1,215 @@
+"""Messages: the frozen, JSON-round-tripping unit every thread is made of."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
+
+from agent_threads._ids import new_id
+
+FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class TextPart(BaseModel):
+    """Plain text."""
+
+    model_config = FROZEN
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallPart(BaseModel):
+    """A request by the model to call a tool; a `ToolResultPart` with its call_id answers it."""
+
+    model_config = FROZEN
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ToolResultPart(BaseModel):
+    """The outcome of a tool call, matched to its call by `call_id`."""
+
+    model_config = FROZEN
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str = Field(min_length=1)
+    result: JsonValue = None
+    is_error: bool = False
+
+
+class ThinkingPart(BaseModel):
+    """Model reasoning; `signature` is the provider's opaque proof, kept verbatim."""
+
+    model_config = FROZEN
+    type: Literal["thinking"] = "thinking"
+    text: str
+    signature: str | None = None
+
+
+class DataPart(BaseModel):
+    """Binary content (an image, a file) given by URI or as base64 data, with its media type."""
+
+    model_config = FROZEN
+    type: Literal["data"] = "data"
+    media_type: str = Field(min_length=1)
+    uri: str | None = None
+    data: str | None = None
+
+    @field_validator("data")
+    @classmethod
+    def _data_is_base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                base64.b64decode(value, validate=True)
+            except binascii.Error as exc:
+                raise ValueError(f"data is not valid base64: {exc}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> Self:
+        if (self.uri is None) == (self.data is None):
+            raise ValueError("a data part needs exactly one of uri or data")
+        return self
+
+
+class SummaryPart(BaseModel):
+    """Condensation: stands for the messages from `start_id` to `end_id` (inclusive)."""
+
+    model_config = FROZEN
+    type: Literal["summary"] = "summary"
+    text: str
+    start_id: str = Field(min_length=1)
+    end_id: str = Field(min_length=1)
+
+
+Part = Annotated[
+    TextPart | ToolCallPart | ToolResultPart | ThinkingPart | DataPart | SummaryPart,
+    Field(discriminator="type"),
+]
+
+
+class Usage(BaseModel):
+    """What producing a message cost: tokens in and out, and money if known."""
+
+    model_config = FROZEN
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost: float = Field(default=0.0, ge=0)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Message(BaseModel):
+    """One message of a thread. Frozen: nothing reachable from a thread changes in place.
+
+    `metadata` and tool-call `arguments` are dicts and read-only by convention; to derive
+    a changed message, validate again: `Message.model_validate({**m.model_dump(), ...})`.
+    """
+
+    model_config = FROZEN
+    id: str = Field(default_factory=new_id, min_length=1, max_length=128)
+    role: Role
+    author: str | None = None
+    contents: tuple[Part, ...] = ()
+    created_at: AwareDatetime = Field(default_factory=_now)
+    usage: Usage | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("created_at")
+    @classmethod
+    def _to_utc(cls, value: datetime) -> datetime:
+        return value.astimezone(UTC)
+
+    @classmethod
+    def user(cls, text: str, *, author: str | None = None, **fields: Any) -> Message:
+        """A user message holding `text`."""
+        return cls(role="user", author=author, contents=(TextPart(text=text),), **fields)
+
+    @classmethod
+    def system(cls, text: str, **fields: Any) -> Message:
+        """A system message (instructions) holding `text`."""
+        return cls(role="system", contents=(TextPart(text=text),), **fields)
+
+    @classmethod
+    def assistant(
+        cls,
+        text: str | None = None,
+        *,
+        tool_calls: Sequence[ToolCallPart] = (),
+        thinking: ThinkingPart | None = None,
+        author: str | None = None,
+        usage: Usage | None = None,
+        **fields: Any,
+    ) -> Message:
+        """An assistant message: optional thinking, then text, then tool calls."""
+        parts: list[Part] = []
+        if thinking is not None:
+            parts.append(thinking)
+        if text is not None:
+            parts.append(TextPart(text=text))
+        parts.extend(tool_calls)
+        return cls(role="assistant", author=author, contents=tuple(parts), usage=usage, **fields)
+
+    @classmethod
+    def tool_result(
+        cls,
+        call_id: str,
+        result: JsonValue,
+        *,
+        is_error: bool = False,
+        author: str | None = None,
+        **fields: Any,
+    ) -> Message:
+        """A tool message answering the tool call `call_id`."""
+        part = ToolResultPart(call_id=call_id, result=result, is_error=is_error)
+        return cls(role="tool", author=author, contents=(part,), **fields)
+
+    @classmethod
+    def summary(cls, text: str, *, start_id: str, end_id: str, **fields: Any) -> Message:
+        """A summary message standing for the messages `start_id` .. `end_id`."""
+        part = SummaryPart(text=text, start_id=start_id, end_id=end_id)
+        return cls(role=fields.pop("role", "assistant"), contents=(part,), **fields)
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts (empty when there are none)."""
+        return "".join(p.text for p in self.contents if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The tool calls this message makes."""
+        return tuple(p for p in self.contents if isinstance(p, ToolCallPart))
+
+    @property
+    def tool_results(self) -> tuple[ToolResultPart, ...]:
+        """The tool results this message carries."""
+        return tuple(p for p in self.contents if isinstance(p, ToolResultPart))
+
+
+def tool_call(
+    name: str, arguments: dict[str, JsonValue] | None = None, *, call_id: str | None = None
+) -> ToolCallPart:
+    """Build a tool call part with a fresh call id unless one is given."""
+    return ToolCallPart(call_id=call_id or f"call_{new_id()}", name=name, arguments=arguments or {})
+
+
+MESSAGES_ADAPTER: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])

@@ -1,0 +1,273 @@
+"""The ThreadStore protocol: the few primitive async operations every store provides.
+
+A store is small and dumb. It keeps three things:
+
+- **records** (`Record`): JSON documents keyed by `(kind, id)` with a version for
+  compare-and-set. Threads and checkpoints are records.
+- **segment rows**: serialized messages keyed by `(segment_id, position)`. A position is
+  written once; writing an existing position is a `ConflictError`, never an overwrite.
+- **blobs**: content-addressed bytes keyed by their SHA-256 hex digest.
+
+Everything about threads (ranges, fork, rollback, views) lives above the store, once.
+Every store passes `tests/stores/test_conformance.py`.
+
+Garbage: a record keeps segments and blobs alive through two keys of its `data`:
+`"ranges"` (a list of `[segment_id, start, end]`) and `"blobs"` (a list of digests).
+`vacuum()` deletes what no record references, sparing anything written within a grace
+period so that an append between its rows and its pointer is never collected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import NamedTuple, Protocol, Self, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from agent_threads._ids import validate_digest, validate_id
+from agent_threads.errors import InvalidIdError, StoreCorruptedError
+
+DEFAULT_VACUUM_GRACE = 60.0
+"""Seconds during which a freshly written segment or blob is never vacuumed."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class Record(BaseModel):
+    """A versioned JSON document, the unit of compare-and-set.
+
+    `version` is 0 for a record not yet stored; each successful `put_record` stores
+    `expected_version + 1`. `owner` groups records under another (checkpoints under
+    their thread); `tags` are matched by `list_records`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: str
+    id: str
+    version: int = Field(default=0, ge=0)
+    owner: str | None = None
+    tags: tuple[str, ...] = ()
+    data: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class Row(NamedTuple):
+    """One message as stored in a segment: its id (for lookups) and its JSON text."""
+
+    message_id: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumReport:
+    """What `vacuum()` removed."""
+
+    segments_deleted: int
+    blobs_deleted: int
+
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    """The storage protocol. Constructing a store does no I/O; `async with` connects."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def aclose(self) -> None:
+        """Release connections and files. Idempotent."""
+        ...
+
+    async def get_record(self, kind: str, record_id: str) -> Record | None:
+        """Return the stored record, or None when there is none."""
+        ...
+
+    async def put_record(self, record: Record, *, expected_version: int) -> Record:
+        """Store `record` if the stored version equals `expected_version`.
+
+        `expected_version=0` means the record must not exist yet. Returns the record as
+        stored, with `version == expected_version + 1`.
+
+        Raises:
+            ConflictError: the stored version differs (someone else wrote first).
+        """
+        ...
+
+    async def delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None = None
+    ) -> bool:
+        """Delete a record; False if it did not exist.
+
+        Raises:
+            ConflictError: `expected_version` is given and differs from the stored one.
+        """
+        ...
+
+    async def list_records(
+        self,
+        kind: str | None = None,
+        *,
+        tags: Collection[str] = (),
+        owner: str | None = None,
+    ) -> list[Record]:
+        """Records of `kind` (all kinds when None) holding every tag in `tags`.
+
+        With `owner`, only records owned by it. Sorted by `(kind, id)`.
+        """
+        ...
+
+    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        """Write `rows` at positions `start, start+1, ...` of the segment, all or nothing.
+
+        Raises:
+            ConflictError: a position is already written; nothing of this call is kept.
+        """
+        ...
+
+    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        """The rows at positions `start <= p < end`, in order.
+
+        Raises:
+            StoreCorruptedError: a position in the range is missing.
+        """
+        ...
+
+    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        """Every `(segment_id, position)` holding a row with this message id."""
+        ...
+
+    async def list_segments(self) -> dict[str, float]:
+        """Every segment id, with the Unix time of its last write."""
+        ...
+
+    async def delete_segments(self, segment_ids: Collection[str]) -> None:
+        """Delete these segments and all their rows."""
+        ...
+
+    async def put_blob(self, data: bytes) -> str:
+        """Store bytes under their SHA-256 hex digest and return the digest."""
+        ...
+
+    async def get_blob(self, digest: str) -> bytes | None:
+        """The bytes stored under `digest`, or None."""
+        ...
+
+    async def list_blobs(self) -> dict[str, float]:
+        """Every blob digest, with the Unix time it was (last) written."""
+        ...
+
+    async def delete_blobs(self, digests: Collection[str]) -> None:
+        """Delete these blobs."""
+        ...
+
+    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
+        """Delete segments and blobs no record references, older than `grace` seconds."""
+        ...
+
+
+def digest_of(data: bytes) -> str:
+    """The content address of `data`: its SHA-256 hex digest."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def validate_tag(tag: object) -> str:
+    """Return `tag` if it is a usable tag: 1-128 characters, no control characters."""
+    if not isinstance(tag, str) or not tag or len(tag) > 128 or _CONTROL.search(tag):
+        raise InvalidIdError(
+            tag, what="tag", reason="must be 1-128 characters without control characters"
+        )
+    return tag
+
+
+def validate_record(record: Record) -> None:
+    """Check every key of `record` that a store turns into a path or a key."""
+    validate_id(record.kind, what="record kind")
+    validate_id(record.id, what=f"{record.kind} id")
+    if record.owner is not None:
+        validate_id(record.owner, what="record owner")
+    for tag in record.tags:
+        validate_tag(tag)
+
+
+def validate_rows(segment_id: str, start: int, rows: Sequence[Row]) -> None:
+    """Check a segment id, a start position and the message ids of rows to append."""
+    validate_id(segment_id, what="segment id")
+    if start < 0:
+        raise ValueError(f"segment {segment_id!r}: start position {start} is negative")
+    for row in rows:
+        validate_id(row.message_id, what="message id")
+
+
+def check_read(segment_id: str, start: int, end: int, rows: Sequence[str]) -> list[str]:
+    """Return `rows` if it has one row per position of `[start, end)`, else raise."""
+    if len(rows) != max(0, end - start):
+        raise StoreCorruptedError(
+            f"segment {segment_id!r}",
+            detail=f"positions {start}..{end - 1} requested, {len(rows)} rows found",
+        )
+    return list(rows)
+
+
+def record_references(record: Record) -> tuple[set[str], set[str]]:
+    """The segment ids and blob digests that `record` keeps alive."""
+    segments: set[str] = set()
+    blobs: set[str] = set()
+    ranges = record.data.get("ranges")
+    if isinstance(ranges, list):
+        for item in ranges:
+            if isinstance(item, list) and item and isinstance(item[0], str):
+                segments.add(item[0])
+    refs = record.data.get("blobs")
+    if isinstance(refs, list):
+        blobs.update(ref for ref in refs if isinstance(ref, str))
+    return segments, blobs
+
+
+async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
+    """The shared body of every store's `vacuum()`: delete unreferenced, old data.
+
+    Lists segments and blobs before records, so anything written after the listing
+    is not a candidate, and anything referenced by then is kept.
+    """
+    cutoff = time.time() - grace
+    segments = await store.list_segments()
+    blobs = await store.list_blobs()
+    live_segments: set[str] = set()
+    live_blobs: set[str] = set()
+    for record in await store.list_records():
+        seg_refs, blob_refs = record_references(record)
+        live_segments |= seg_refs
+        live_blobs |= blob_refs
+    dead_segments = [s for s, t in segments.items() if s not in live_segments and t <= cutoff]
+    dead_blobs = [b for b, t in blobs.items() if b not in live_blobs and t <= cutoff]
+    if dead_segments:
+        await store.delete_segments(dead_segments)
+    if dead_blobs:
+        await store.delete_blobs(dead_blobs)
+    return VacuumReport(segments_deleted=len(dead_segments), blobs_deleted=len(dead_blobs))
+
+
+__all__ = [
+    "DEFAULT_VACUUM_GRACE",
+    "Record",
+    "Row",
+    "ThreadStore",
+    "VacuumReport",
+    "check_read",
+    "collect_garbage",
+    "digest_of",
+    "record_references",
+    "validate_digest",
+    "validate_record",
+    "validate_rows",
+    "validate_tag",
+]

@@ -1,0 +1,184 @@
+"""MemoryStore: the in-process reference implementation of the ThreadStore protocol."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Sequence
+from types import TracebackType
+from typing import Self
+
+from agent_threads._ids import validate_id
+from agent_threads.errors import ConflictError
+from agent_threads.stores.base import (
+    DEFAULT_VACUUM_GRACE,
+    Record,
+    Row,
+    VacuumReport,
+    check_read,
+    collect_garbage,
+    digest_of,
+    validate_digest,
+    validate_record,
+    validate_rows,
+    validate_tag,
+)
+
+
+class _Segment:
+    __slots__ = ("rows", "written_at")
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Row] = {}
+        self.written_at = time.time()
+
+
+class MemoryStore:
+    """Keeps everything in dicts; for tests, scratch work and the reference semantics.
+
+    Records are kept as JSON text, as a real store would keep them, so nothing a caller
+    holds can change what is stored. Every method runs without awaiting in between,
+    which makes each operation atomic on one event loop.
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[str, str], str] = {}
+        self._segments: dict[str, _Segment] = {}
+        self._by_message: dict[str, set[tuple[str, int]]] = {}
+        self._blobs: dict[str, tuple[bytes, float]] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether `aclose()` was called (a MemoryStore keeps working after it)."""
+        return self._closed
+
+    async def get_record(self, kind: str, record_id: str) -> Record | None:
+        validate_id(kind, what="record kind")
+        validate_id(record_id, what=f"{kind} id")
+        text = self._records.get((kind, record_id))
+        return None if text is None else Record.model_validate_json(text)
+
+    async def put_record(self, record: Record, *, expected_version: int) -> Record:
+        validate_record(record)
+        key = (record.kind, record.id)
+        current = self._records.get(key)
+        stored_version = 0 if current is None else Record.model_validate_json(current).version
+        if stored_version != expected_version:
+            raise ConflictError(
+                f"{record.kind} {record.id!r}",
+                detail=f"expected version {expected_version}, stored version {stored_version}",
+            )
+        stored = record.model_copy(update={"version": expected_version + 1})
+        self._records[key] = stored.model_dump_json()
+        return stored
+
+    async def delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None = None
+    ) -> bool:
+        current = await self.get_record(kind, record_id)
+        if current is None:
+            return False
+        if expected_version is not None and current.version != expected_version:
+            raise ConflictError(
+                f"{kind} {record_id!r}",
+                detail=f"expected version {expected_version}, stored version {current.version}",
+            )
+        del self._records[(kind, record_id)]
+        return True
+
+    async def list_records(
+        self,
+        kind: str | None = None,
+        *,
+        tags: Collection[str] = (),
+        owner: str | None = None,
+    ) -> list[Record]:
+        if kind is not None:
+            validate_id(kind, what="record kind")
+        wanted = {validate_tag(t) for t in tags}
+        found = []
+        for (record_kind, _), text in sorted(self._records.items()):
+            if kind is not None and record_kind != kind:
+                continue
+            record = Record.model_validate_json(text)
+            if owner is not None and record.owner != owner:
+                continue
+            if wanted <= set(record.tags):
+                found.append(record)
+        return found
+
+    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        validate_rows(segment_id, start, rows)
+        segment = self._segments.get(segment_id)
+        if segment is not None:
+            for position in range(start, start + len(rows)):
+                if position in segment.rows:
+                    raise ConflictError(
+                        f"segment {segment_id!r}",
+                        detail=f"position {position} is already written",
+                    )
+        else:
+            segment = self._segments[segment_id] = _Segment()
+        for offset, row in enumerate(rows):
+            segment.rows[start + offset] = Row(row.message_id, row.data)
+            self._by_message.setdefault(row.message_id, set()).add((segment_id, start + offset))
+        segment.written_at = time.time()
+
+    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        validate_id(segment_id, what="segment id")
+        segment = self._segments.get(segment_id)
+        rows = segment.rows if segment is not None else {}
+        found = [rows[p].data for p in range(start, end) if p in rows]
+        return check_read(segment_id, start, end, found)
+
+    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        validate_id(message_id, what="message id")
+        return sorted(self._by_message.get(message_id, ()))
+
+    async def list_segments(self) -> dict[str, float]:
+        return {sid: seg.written_at for sid, seg in self._segments.items()}
+
+    async def delete_segments(self, segment_ids: Collection[str]) -> None:
+        for segment_id in segment_ids:
+            segment = self._segments.pop(validate_id(segment_id, what="segment id"), None)
+            if segment is None:
+                continue
+            for position, row in segment.rows.items():
+                places = self._by_message.get(row.message_id)
+                if places is not None:
+                    places.discard((segment_id, position))
+                    if not places:
+                        del self._by_message[row.message_id]
+
+    async def put_blob(self, data: bytes) -> str:
+        digest = digest_of(data)
+        self._blobs[digest] = (bytes(data), time.time())
+        return digest
+
+    async def get_blob(self, digest: str) -> bytes | None:
+        entry = self._blobs.get(validate_digest(digest))
+        return None if entry is None else entry[0]
+
+    async def list_blobs(self) -> dict[str, float]:
+        return {digest: written for digest, (_, written) in self._blobs.items()}
+
+    async def delete_blobs(self, digests: Collection[str]) -> None:
+        for digest in digests:
+            self._blobs.pop(validate_digest(digest), None)
+
+    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
+        return await collect_garbage(self, grace=grace)

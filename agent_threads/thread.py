@@ -1,0 +1,490 @@
+"""AgentThread: the handle every kind of thread shares (identity, metadata, state, stats).
+
+A handle is bound to one store and caches the thread's record (with its version). All
+writes go through `_publish`, a compare-and-set on that record: a writer that loses
+the race re-reads the record and tries again, so two handles never overwrite each other.
+"""
+
+from __future__ import annotations
+
+import copy as copy_module
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, ClassVar, Self, cast
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from agent_threads._ids import new_id, validate_id
+from agent_threads.errors import (
+    ConflictError,
+    SchemaVersionError,
+    StoreCorruptedError,
+    ThreadNotFoundError,
+)
+from agent_threads.messages import Message
+from agent_threads.state import ImmutableState
+from agent_threads.stores.base import Record, ThreadStore, validate_tag
+from agent_threads.stores.memory import MemoryStore
+
+SCHEMA_VERSION = 1
+"""Version of the thread record and of the `to_json` format this code writes."""
+
+THREAD_KIND = "thread"
+"""The store record kind of every thread, whatever its type."""
+
+EXPORT_FORMAT = "agent-threads/thread"
+
+_WRITE_ATTEMPTS = 16
+"""Compare-and-set attempts for writes that cannot collide (metadata, state patches)."""
+
+
+class ThreadStats(BaseModel):
+    """What a thread has accumulated: messages appended and their summed `usage`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    message_count: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost: float = Field(default=0.0, ge=0)
+
+    def add(self, messages: Iterable[Message]) -> ThreadStats:
+        """These stats plus the given messages."""
+        count, tokens_in, tokens_out, cost = 0, 0, 0, 0.0
+        for message in messages:
+            count += 1
+            if message.usage is not None:
+                tokens_in += message.usage.input_tokens
+                tokens_out += message.usage.output_tokens
+                cost += message.usage.cost
+        return ThreadStats(
+            message_count=self.message_count + count,
+            input_tokens=self.input_tokens + tokens_in,
+            output_tokens=self.output_tokens + tokens_out,
+            cost=self.cost + cost,
+        )
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _clean_tags(tags: Iterable[str] | None) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        raise TypeError("tags must be an iterable of strings, not a single string")
+    return tuple(dict.fromkeys(validate_tag(t) for t in tags))
+
+
+def _clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, JsonValue]:
+    if metadata is None:
+        return {}
+    try:
+        return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"thread metadata must be JSON-serializable: {exc}") from exc
+
+
+class AgentThread(ABC):
+    """A thread handle: id, title, tags, metadata, stats, state, and the store it lives in.
+
+    Construct with `await Cls.create(...)`, `await Cls.load(...)` or
+    `await AgentThread.from_json(...)`; the constructor is not public.
+    """
+
+    type_name: ClassVar[str]
+    _types: ClassVar[dict[str, type[AgentThread]]] = {}
+
+    _store: ThreadStore
+    _record: Record
+    _state: ImmutableState
+    _lock: anyio.Lock
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("type_name")
+        if isinstance(name, str):
+            AgentThread._types[name] = cls
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        name = type(self).__name__
+        raise TypeError(
+            f"{name}() is not public: use `await {name}.create(store=...)` for a new thread"
+            f" or `await {name}.load(thread_id, store=...)` for a stored one"
+        )
+
+    # -- construction -------------------------------------------------------------
+
+    @classmethod
+    def _bind(cls, store: ThreadStore, record: Record, state: ImmutableState) -> Self:
+        handle = object.__new__(cls)
+        handle._store = store
+        handle._record = record
+        handle._state = state
+        handle._lock = anyio.Lock()
+        handle._on_bind()
+        return handle
+
+    def _on_bind(self) -> None:  # noqa: B027 - a hook; most subclasses have fields to read
+        """Read subclass fields from `self._record` (called on every bind and refresh)."""
+
+    @classmethod
+    def _new_record(
+        cls,
+        *,
+        thread_id: str | None,
+        title: str | None,
+        tags: Iterable[str] | None,
+        metadata: Mapping[str, Any] | None,
+        parent_id: str | None = None,
+        fork_point: str | None = None,
+        stats: ThreadStats | None = None,
+        state_digest: str | None = None,
+        extra: Mapping[str, JsonValue] | None = None,
+    ) -> Record:
+        thread_id = new_id() if thread_id is None else validate_id(thread_id, what="thread id")
+        now = _now_iso()
+        data: dict[str, JsonValue] = {
+            "schema_version": SCHEMA_VERSION,
+            "type": cls.type_name,
+            "title": title,
+            "metadata": _clean_metadata(metadata),
+            "parent_id": parent_id,
+            "fork_point": fork_point,
+            "created_at": now,
+            "updated_at": now,
+            "stats": (stats or ThreadStats()).model_dump(),
+            "state": state_digest,
+            "blobs": [state_digest] if state_digest else [],
+            **(extra or {}),
+        }
+        return Record(kind=THREAD_KIND, id=thread_id, tags=_clean_tags(tags), data=data)
+
+    @classmethod
+    async def _read_record(cls, store: ThreadStore, thread_id: str) -> Record:
+        validate_id(thread_id, what="thread id")
+        record = await store.get_record(THREAD_KIND, thread_id)
+        if record is None:
+            raise ThreadNotFoundError(thread_id)
+        found = record.data.get("schema_version")
+        if not isinstance(found, int) or found > SCHEMA_VERSION or found < 1:
+            raise SchemaVersionError(
+                f"thread {thread_id!r} record", found=found, supported=SCHEMA_VERSION
+            )
+        type_name = record.data.get("type")
+        if cls is not AgentThread and type_name != cls.type_name:
+            raise ThreadNotFoundError(
+                thread_id, detail=f"it is a {type_name!r} thread, not a {cls.type_name!r} one"
+            )
+        return record
+
+    @staticmethod
+    async def _read_state(store: ThreadStore, record: Record) -> ImmutableState:
+        digest = record.data.get("state")
+        if digest is None:
+            return ImmutableState()
+        if not isinstance(digest, str):
+            raise StoreCorruptedError(f"thread {record.id!r}", detail="state digest is not text")
+        blob = await store.get_blob(digest)
+        if blob is None:
+            raise StoreCorruptedError(
+                f"thread {record.id!r}", detail=f"state blob {digest} is missing"
+            )
+        try:
+            return ImmutableState.from_json_bytes(blob)
+        except ValueError as exc:
+            raise StoreCorruptedError(f"blob {digest}", detail=f"undecodable state: {exc}") from exc
+
+    @classmethod
+    async def load(cls, thread_id: str, *, store: ThreadStore) -> AgentThread:
+        """Open a stored thread, as the subclass its record names.
+
+        Raises:
+            ThreadNotFoundError: no thread (of this class) has this id.
+            SchemaVersionError: the record was written by a newer version.
+        """
+        record = await cls._read_record(store, thread_id)
+        type_name = record.data.get("type")
+        target = AgentThread._types.get(type_name) if isinstance(type_name, str) else None
+        if target is None:
+            raise SchemaVersionError(
+                f"thread {thread_id!r} type", found=type_name, supported=sorted(cls._types)
+            )
+        return await target._open(store, record)
+
+    @classmethod
+    @abstractmethod
+    async def _open(cls, store: ThreadStore, record: Record) -> Self:
+        """Bind a handle to a record read from the store (subclasses load their content)."""
+
+    # -- identity and metadata -------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The thread id."""
+        return self._record.id
+
+    @property
+    def store(self) -> ThreadStore:
+        """The store this thread lives in."""
+        return self._store
+
+    @property
+    def title(self) -> str | None:
+        """The title, if any."""
+        title = self._record.data.get("title")
+        return title if isinstance(title, str) else None
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """The tags, in the order given."""
+        return self._record.tags
+
+    @property
+    def metadata(self) -> Mapping[str, JsonValue]:
+        """User metadata (read-only; change it with `update(metadata=...)`)."""
+        value = self._record.data.get("metadata")
+        return MappingProxyType(value if isinstance(value, dict) else {})
+
+    @property
+    def parent_id(self) -> str | None:
+        """The id of the thread this one was forked from, if any."""
+        value = self._record.data.get("parent_id")
+        return value if isinstance(value, str) else None
+
+    @property
+    def fork_point(self) -> str | None:
+        """The id of the last message shared with the parent at fork time, if any."""
+        value = self._record.data.get("fork_point")
+        return value if isinstance(value, str) else None
+
+    @property
+    def created_at(self) -> datetime:
+        """When the thread was created (UTC)."""
+        return datetime.fromisoformat(str(self._record.data["created_at"]))
+
+    @property
+    def stats(self) -> ThreadStats:
+        """Messages appended and usage summed over them."""
+        return ThreadStats.model_validate(self._record.data.get("stats") or {})
+
+    @property
+    def state(self) -> ImmutableState:
+        """The thread's agent state."""
+        return self._state
+
+    @property
+    def version(self) -> int:
+        """The stored record version this handle last saw."""
+        return self._record.version
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} id={self.id!r} title={self.title!r}>"
+
+    # -- writing ----------------------------------------------------------------------
+
+    async def _publish(
+        self, data: Mapping[str, JsonValue], *, tags: Sequence[str] | None = None
+    ) -> None:
+        """Compare-and-set the record with `data` merged in; ConflictError if someone won."""
+        new_data = {**self._record.data, **data, "updated_at": _now_iso()}
+        update: dict[str, Any] = {"data": new_data}
+        if tags is not None:
+            update["tags"] = tuple(tags)
+        record = self._record.model_copy(update=update)
+        self._record = await self._store.put_record(record, expected_version=self._record.version)
+
+    async def _write_with_retry(self, write: Callable[[], Awaitable[None]]) -> None:
+        """Run `write` (which calls `_publish`), refreshing and retrying on a lost race."""
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                await write()
+                return
+            except ConflictError:
+                if attempt == _WRITE_ATTEMPTS - 1:
+                    raise
+                await self._refresh_unlocked()
+
+    async def refresh(self) -> None:
+        """Re-read the thread from the store, picking up other handles' writes.
+
+        Raises:
+            ThreadNotFoundError: the thread was deleted.
+        """
+        async with self._lock:
+            await self._refresh_unlocked()
+
+    async def _refresh_unlocked(self) -> None:
+        if self._record.version == 0:  # an unsaved copy: nothing stored to re-read
+            return
+        record = await self._read_record(self._store, self.id)
+        if record.data.get("state") != self._record.data.get("state"):
+            self._state = await self._read_state(self._store, record)
+        await self._adopt(record)
+
+    async def _adopt(self, record: Record) -> None:
+        """Take `record` (fresher than ours) as this handle's; subclasses sync content."""
+        self._record = record
+        self._on_bind()
+
+    async def update(
+        self,
+        *,
+        title: str | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Change the title, replace the tags, or replace the metadata (None: unchanged)."""
+        clean_tags = None if tags is None else _clean_tags(tags)
+        clean_metadata = None if metadata is None else _clean_metadata(metadata)
+
+        async def write() -> None:
+            data: dict[str, JsonValue] = {}
+            if title is not None:
+                data["title"] = title
+            if clean_metadata is not None:
+                data["metadata"] = clean_metadata
+            await self._publish(data, tags=clean_tags)
+
+        async with self._lock:
+            await self._write_with_retry(write)
+
+    async def update_state(self, patch: Mapping[str, Any]) -> ImmutableState:
+        """Apply a JSON merge patch to the state and store it; returns the new state.
+
+        If another handle changed the thread meanwhile, the patch is applied to its
+        newer state (a merge patch composes), so no update is lost.
+        """
+
+        async def write() -> None:
+            new_state = self._state.apply(patch)
+            digest = await self._store_state(new_state)
+            await self._publish({"state": digest, "blobs": self._blob_refs(digest)})
+            self._state = new_state
+
+        async with self._lock:
+            await self._write_with_retry(write)
+            return self._state
+
+    async def _store_state(self, state: ImmutableState) -> str | None:
+        if not state:
+            return None
+        return await self._store.put_blob(state.to_json_bytes())
+
+    def _blob_refs(self, state_digest: str | None) -> list[JsonValue]:
+        """The `blobs` list of the record: what this thread keeps alive in the blob store."""
+        return [state_digest] if state_digest else []
+
+    async def delete(self) -> None:
+        """Delete the thread's record. Its forks keep working; `vacuum()` frees the rest.
+
+        Raises:
+            ThreadNotFoundError: it was already deleted.
+        """
+        async with self._lock:
+            if not await self._store.delete_record(THREAD_KIND, self.id):
+                raise ThreadNotFoundError(self.id)
+
+    # -- copies and forks -----------------------------------------------------------
+
+    def copy(self, *, id: str | None = None, reset_stats: bool = False) -> Self:
+        """An in-memory snapshot with a new identity, saved to the store on its first write.
+
+        Immutable parts (messages, state, tag strings) are shared; mutable ones (the
+        metadata) are copied, so changing one never shows in the other.
+        """
+        data = self._data_for_copy(copy_module.deepcopy(self._record.data))
+        data["created_at"] = data["updated_at"] = _now_iso()
+        if reset_stats:
+            data["stats"] = ThreadStats().model_dump()
+        record = Record(
+            kind=THREAD_KIND,
+            id=new_id() if id is None else validate_id(id, what="thread id"),
+            tags=self._record.tags,
+            data=data,
+        )
+        twin = type(self)._bind(self._store, record, self._state)
+        self._share_into(twin)
+        return twin
+
+    def _data_for_copy(self, data: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        """Adjust a deep copy of the record data for a copy (subclasses drop ownerships)."""
+        return data
+
+    def _share_into(self, twin: Self) -> None:  # noqa: B027 - a hook, empty by default
+        """Give a copy the in-memory content it shares with this handle."""
+
+    @abstractmethod
+    async def fork(
+        self,
+        message_id: str | None = None,
+        *,
+        id: str | None = None,
+        title: str | None = None,
+        tags: Iterable[str] | None = None,
+        reset_stats: bool = True,
+    ) -> AgentThread:
+        """A new thread holding this one's content (up to `message_id`, inclusive)."""
+
+    # -- JSON export ----------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """The whole thread as a JSON document a person can read and `from_json` can load."""
+        document: dict[str, Any] = {
+            "format": EXPORT_FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "kind": self.type_name,
+            "id": self.id,
+            "title": self.title,
+            "tags": list(self.tags),
+            "metadata": dict(self.metadata),
+            "parent_id": self.parent_id,
+            "fork_point": self.fork_point,
+            "created_at": self._record.data.get("created_at"),
+            "stats": self.stats.model_dump(),
+            "state": self._state.to_dict(),
+            **self._export_content(),
+        }
+        return json.dumps(document, ensure_ascii=False, indent=1)
+
+    @abstractmethod
+    def _export_content(self) -> dict[str, Any]:
+        """The subclass's content for `to_json`."""
+
+    @staticmethod
+    async def from_json(
+        data: str | bytes | Mapping[str, Any], store: ThreadStore | None = None
+    ) -> AgentThread:
+        """Import a thread written by `to_json` into `store` (default: a new MemoryStore).
+
+        The thread keeps its id.
+
+        Raises:
+            SchemaVersionError: the document is from a newer version or of an unknown kind.
+            ConflictError: the store already holds a thread with this id.
+            ValueError: the document is not a thread export.
+        """
+        document = json.loads(data) if isinstance(data, str | bytes) else dict(data)
+        if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
+            raise ValueError(
+                f"not an agent-threads thread export (format must be {EXPORT_FORMAT!r})"
+            )
+        version = document.get("schema_version")
+        if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+            raise SchemaVersionError("thread export", found=version, supported=SCHEMA_VERSION)
+        kind = document.get("kind")
+        target = AgentThread._types.get(kind) if isinstance(kind, str) else None
+        if target is None:
+            raise SchemaVersionError(
+                "thread export kind", found=kind, supported=sorted(AgentThread._types)
+            )
+        return await target._import(document, MemoryStore() if store is None else store)
+
+    @classmethod
+    @abstractmethod
+    async def _import(cls, document: dict[str, Any], store: ThreadStore) -> Self:
+        """Create a stored thread from an export document (already version-checked)."""

@@ -1,0 +1,70 @@
+"""The store fixtures: every store in STORES runs the whole conformance suite.
+
+A new store joins by adding one `open_<kind>` factory and one `pytest.param` below.
+Each factory returns a fresh, empty store as an async context manager and imports its
+driver inside, so collection works without the extras installed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from agent_threads import MemoryStore, ThreadStore
+
+StoreFactory = Callable[[Path], AbstractAsyncContextManager[ThreadStore]]
+
+REDIS_URL = os.environ.get("AGENT_THREADS_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_DSN = os.environ.get(
+    "AGENT_THREADS_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)
+REQUIRE_SERVICES = os.environ.get("AGENT_THREADS_REQUIRE_SERVICES") == "1"
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), 1.0):
+            return True
+    except OSError:
+        return False
+
+
+def needs_server(kind: str) -> pytest.MarkDecorator:
+    """Skip (or, with AGENT_THREADS_REQUIRE_SERVICES=1, fail) when the server is down."""
+    url, port = {"redis": (REDIS_URL, 6379), "postgres": (POSTGRES_DSN, 5432)}[kind]
+    up = _reachable(url, port)
+    if not up and REQUIRE_SERVICES:
+        raise RuntimeError(
+            f"{kind} server at {url} is not reachable and AGENT_THREADS_REQUIRE_SERVICES=1"
+        )
+    return pytest.mark.skipif(not up, reason=f"{kind} server at {url} is not reachable")
+
+
+def open_memory(tmp_path: Path) -> AbstractAsyncContextManager[ThreadStore]:
+    return MemoryStore()
+
+
+STORES = [
+    pytest.param(open_memory, id="memory"),
+]
+
+
+@pytest.fixture(params=STORES)
+def store_factory(request: pytest.FixtureRequest) -> StoreFactory:
+    """A factory of fresh stores of one kind (for tests that need several or their own loop)."""
+    factory: StoreFactory = request.param
+    return factory
+
+
+@pytest.fixture
+async def store(store_factory: StoreFactory, tmp_path: Path) -> AsyncIterator[ThreadStore]:
+    """A fresh, empty, open store of each kind in STORES."""
+    async with store_factory(tmp_path) as opened:
+        yield opened
