@@ -19,7 +19,9 @@ def test_readme_has_python_examples() -> None:
 
 
 @pytest.mark.parametrize("source", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-async def test_readme_block_runs(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_readme_block_runs(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     code = compile(source, str(README), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     namespace: dict[str, object] = {"__name__": "__readme__"}

@@ -30,7 +30,9 @@ REQUIRE_SERVICES = os.environ.get("AGENT_THREADS_REQUIRE_SERVICES") == "1"
 def _reachable(url: str, default_port: int) -> bool:
     parsed = urlparse(url)
     try:
-        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), 1.0):
+        with socket.create_connection(
+            (parsed.hostname or "127.0.0.1", parsed.port or default_port), 1.0
+        ):
             return True
     except OSError:
         return False
