@@ -224,6 +224,8 @@ def _merge_maps(
     for key, their_value in theirs.items():
         our_value = ours.get(key, _MISSING)
         base_value = _MISSING if base is None else base.get(key, _MISSING)
+        if our_value is _MISSING and base_value is not _MISSING and their_value == base_value:
+            continue  # we deleted it and they left it alone: it stays deleted
         result[key] = _merge_values(
             our_value, their_value, base_value, policy, f"{prefix}{key}", has_base=base is not None
         )
