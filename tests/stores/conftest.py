@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -53,8 +54,27 @@ def open_memory(tmp_path: Path) -> AbstractAsyncContextManager[ThreadStore]:
     return MemoryStore()
 
 
+@asynccontextmanager
+async def open_redis(tmp_path: Path) -> AsyncIterator[ThreadStore]:
+    """A RedisStore under a unique key prefix, whose keys are deleted afterwards."""
+    import redis.asyncio as redis
+
+    from agent_threads.stores.redis import RedisStore
+
+    store = RedisStore(REDIS_URL, prefix=f"test-{uuid.uuid4().hex}")
+    try:
+        async with store:
+            yield store
+    finally:
+        async with redis.Redis.from_url(REDIS_URL) as client:
+            keys = [key async for key in client.scan_iter(match=store.key_pattern, count=1000)]
+            if keys:
+                await client.delete(*keys)
+
+
 STORES = [
     pytest.param(open_memory, id="memory"),
+    pytest.param(open_redis, id="redis", marks=needs_server("redis")),
 ]
 
 

@@ -1,0 +1,464 @@
+r"""RedisStore: threads shared by many processes and machines through one Redis server.
+
+Needs Redis 6 or newer and no modules. Every write that must be atomic (a record's
+compare-and-set, a segment append, deleting a record or a segment with its index
+entries) is one Lua script, so it runs whole or not at all, and two clients appending
+at the same position never both succeed.
+
+Key layout, for a prefix `P` (default `agent_threads`). The prefix sits in braces, so
+namespaces never overlap (`{a}:...` and `{a:b}:...` are disjoint) and every key of one
+namespace hashes to one cluster slot. `K/I` is a record's kind and id, joined by `/`,
+which no valid id contains::
+
+    {P}:record:K/I         hash    version, doc (the Record as JSON), owner, tags
+                                   (owner and tags copied out of doc, "\n"-joined,
+                                   so scripts can update the indexes without JSON)
+    {P}:records            zset    every K/I, all scored 0 (lexical ranges per kind)
+    {P}:owner:O            set     K/I of every record owned by O
+    {P}:tag:T              set     K/I of every record holding tag T
+    {P}:segment:S          hash    position -> "<message id>\n<row JSON>"
+    {P}:segments           zset    segment id S, scored by the Unix time of its last write
+    {P}:message:M          set     "S/position" of every row holding message M
+    {P}:blob:D             string  the bytes whose SHA-256 hex digest is D
+    {P}:blobs              zset    digest D, scored by the Unix time it was written
+
+Timestamps are the writing client's clock, as `vacuum()` compares them with the
+vacuuming client's clock. A command whose connection breaks raises the driver's
+`redis.exceptions.ConnectionError` and is not retried: a retried write could run
+twice (its reply was lost, not its effect). The next call reconnects.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Self, cast
+
+import anyio
+from pydantic import ValidationError
+
+try:
+    import redis.asyncio as redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ResponseError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("RedisStore needs: pip install 'agent-threads[redis]'") from exc
+
+from agent_threads._ids import validate_id
+from agent_threads.errors import ConflictError, StoreCorruptedError
+from agent_threads.stores.base import (
+    DEFAULT_VACUUM_GRACE,
+    Record,
+    Row,
+    VacuumReport,
+    check_read,
+    collect_garbage,
+    digest_of,
+    validate_digest,
+    validate_record,
+    validate_rows,
+    validate_tag,
+)
+
+_UNINDEX = """
+local function unindex(base, key, member)
+  local owner = redis.call('HGET', key, 'owner')
+  if owner and owner ~= '' then
+    redis.call('SREM', base .. 'owner:' .. owner, member)
+  end
+  local tags = redis.call('HGET', key, 'tags')
+  if tags then
+    for tag in string.gmatch(tags, '[^\\n]+') do
+      redis.call('SREM', base .. 'tag:' .. tag, member)
+    end
+  end
+end
+"""
+
+_PUT_RECORD = (
+    _UNINDEX
+    + """
+-- KEYS[1] record hash; ARGV: base, K/I, expected version, doc, owner or '', tags...
+local base, member = ARGV[1], ARGV[2]
+local stored = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if stored ~= tonumber(ARGV[3]) then
+  return {0, stored}
+end
+unindex(base, KEYS[1], member)
+local tags = {}
+for i = 6, #ARGV do
+  tags[#tags + 1] = ARGV[i]
+  redis.call('SADD', base .. 'tag:' .. ARGV[i], member)
+end
+if ARGV[5] ~= '' then
+  redis.call('SADD', base .. 'owner:' .. ARGV[5], member)
+end
+redis.call('HSET', KEYS[1], 'version', stored + 1, 'doc', ARGV[4], 'owner', ARGV[5],
+           'tags', table.concat(tags, '\\n'))
+redis.call('ZADD', base .. 'records', 0, member)
+return {1, stored + 1}
+"""
+)
+
+_DELETE_RECORD = (
+    _UNINDEX
+    + """
+-- KEYS[1] record hash; ARGV: base, K/I, expected version or ''
+local stored = redis.call('HGET', KEYS[1], 'version')
+if not stored then
+  return {0, 0}
+end
+if ARGV[3] ~= '' and tonumber(stored) ~= tonumber(ARGV[3]) then
+  return {-1, tonumber(stored)}
+end
+unindex(ARGV[1], KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', ARGV[1] .. 'records', ARGV[2])
+return {1, tonumber(stored)}
+"""
+)
+
+_LIST_RECORDS = """
+-- ARGV: base, kind or '', owner or '', tags...; returns the docs of matching records
+local base, kind, owner = ARGV[1], ARGV[2], ARGV[3]
+local members
+if #ARGV > 3 then
+  local keys = {}
+  for i = 4, #ARGV do keys[#keys + 1] = base .. 'tag:' .. ARGV[i] end
+  members = redis.call('SINTER', unpack(keys))
+elseif owner ~= '' then
+  members = redis.call('SMEMBERS', base .. 'owner:' .. owner)
+elseif kind ~= '' then
+  members = redis.call('ZRANGEBYLEX', base .. 'records', '[' .. kind .. '/', '(' .. kind .. '0')
+else
+  members = redis.call('ZRANGE', base .. 'records', 0, -1)
+end
+local docs = {}
+for _, member in ipairs(members) do
+  local doc = redis.call('HGET', base .. 'record:' .. member, 'doc')
+  if doc then docs[#docs + 1] = doc end
+end
+return docs
+"""
+
+_APPEND_ROWS = """
+-- KEYS[1] segment hash, KEYS[2] segments zset; ARGV: base, segment id, start, now, values...
+-- Returns -1, or the first position already written (then nothing is written).
+local start, n = tonumber(ARGV[3]), #ARGV - 4
+for i = 0, n - 1 do
+  if redis.call('HEXISTS', KEYS[1], string.format('%d', start + i)) == 1 then
+    return start + i
+  end
+end
+for i = 0, n - 1 do
+  local position = string.format('%d', start + i)
+  local value = ARGV[5 + i]
+  local newline = string.find(value, '\\n', 1, true)
+  redis.call('HSET', KEYS[1], position, value)
+  redis.call('SADD', ARGV[1] .. 'message:' .. string.sub(value, 1, newline - 1),
+             ARGV[2] .. '/' .. position)
+end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2])
+return -1
+"""
+
+_DELETE_SEGMENT = """
+-- KEYS[1] segment hash, KEYS[2] segments zset; ARGV: base, segment id
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local newline = string.find(all[i + 1], '\\n', 1, true)
+  if newline then
+    redis.call('SREM', ARGV[1] .. 'message:' .. string.sub(all[i + 1], 1, newline - 1),
+               ARGV[2] .. '/' .. all[i])
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return #all / 2
+"""
+
+
+@contextmanager
+def _foreign_keys_are_corruption(where: str) -> Iterator[None]:
+    """Report a key of the wrong type (written by something else) as corruption."""
+    try:
+        yield
+    except ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        raise StoreCorruptedError(where, detail=f"a key holds data of another type: {exc}") from exc
+
+
+def _text(value: bytes | str, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreCorruptedError(where, detail=f"not UTF-8 text: {exc}") from exc
+
+
+class RedisStore:
+    """A ThreadStore on Redis: many processes and machines share threads through it.
+
+    Args:
+        url: a redis-py URL, e.g. `redis://127.0.0.1:6379/0` or `rediss://...`.
+        prefix: the namespace of every key (a valid id); stores with different
+            prefixes never see each other's data.
+
+    Raises:
+        InvalidIdError: `prefix` is not a valid id.
+    """
+
+    def __init__(self, url: str, *, prefix: str = "agent_threads") -> None:
+        self._url = url
+        self._prefix = validate_id(prefix, what="Redis key prefix")
+        self._base = "{" + self._prefix + "}:"
+        self._client: redis.Redis | None = None
+        self._scripts: dict[str, Any] = {}
+        self._connect_lock = anyio.Lock()
+
+    @property
+    def prefix(self) -> str:
+        """The namespace of this store's keys."""
+        return self._prefix
+
+    @property
+    def key_pattern(self) -> str:
+        """A SCAN/KEYS pattern matching every key of this store, and nothing else."""
+        return self._base + "*"
+
+    def _key(self, *parts: str) -> str:
+        return self._base + ":".join(parts)
+
+    async def __aenter__(self) -> Self:
+        client = await self._connection()
+        await client.ping()  # fail at `async with`, not at the first write
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def _connection(self) -> redis.Redis:
+        async with self._connect_lock:
+            if self._client is None:
+                # no automatic retry: re-sending a write whose reply was lost could run it twice
+                client = redis.Redis.from_url(self._url, retry=Retry(NoBackoff(), 0))
+                self._scripts = {
+                    name: client.register_script(source)
+                    for name, source in [
+                        ("put_record", _PUT_RECORD),
+                        ("delete_record", _DELETE_RECORD),
+                        ("list_records", _LIST_RECORDS),
+                        ("append_rows", _APPEND_ROWS),
+                        ("delete_segment", _DELETE_SEGMENT),
+                    ]
+                }
+                self._client = client
+            return self._client
+
+    async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        await self._connection()
+        return await self._scripts[script](keys=keys, args=args)
+
+    # -- records ----------------------------------------------------------------------
+
+    def _record_key(self, kind: str, record_id: str) -> str:
+        return self._key("record", f"{kind}/{record_id}")
+
+    def _decode_record(self, doc: bytes | str, where: str) -> Record:
+        try:
+            return Record.model_validate_json(doc)
+        except ValidationError as exc:
+            raise StoreCorruptedError(where, detail=f"undecodable record: {exc}") from exc
+
+    async def get_record(self, kind: str, record_id: str) -> Record | None:
+        validate_id(kind, what="record kind")
+        validate_id(record_id, what=f"{kind} id")
+        key = self._record_key(kind, record_id)
+        client = await self._connection()
+        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+            doc = await client.hget(key, "doc")
+        return None if doc is None else self._decode_record(doc, f"Redis key {key!r}")
+
+    async def put_record(self, record: Record, *, expected_version: int) -> Record:
+        validate_record(record)
+        stored = record.model_copy(update={"version": expected_version + 1})
+        key = self._record_key(record.kind, record.id)
+        args = [
+            self._base,
+            f"{record.kind}/{record.id}",
+            expected_version,
+            stored.model_dump_json(),
+            record.owner or "",
+            *record.tags,
+        ]
+        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+            written, version = await self._run("put_record", [key], args)
+        if not written:
+            raise ConflictError(
+                f"{record.kind} {record.id!r}",
+                detail=f"expected version {expected_version}, stored version {version}",
+            )
+        return stored
+
+    async def delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None = None
+    ) -> bool:
+        validate_id(kind, what="record kind")
+        validate_id(record_id, what=f"{kind} id")
+        key = self._record_key(kind, record_id)
+        expected = "" if expected_version is None else expected_version
+        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+            outcome, version = await self._run(
+                "delete_record", [key], [self._base, f"{kind}/{record_id}", expected]
+            )
+        if outcome == -1:
+            raise ConflictError(
+                f"{kind} {record_id!r}",
+                detail=f"expected version {expected_version}, stored version {version}",
+            )
+        return bool(outcome)
+
+    async def list_records(
+        self,
+        kind: str | None = None,
+        *,
+        tags: Collection[str] = (),
+        owner: str | None = None,
+    ) -> list[Record]:
+        if kind is not None:
+            validate_id(kind, what="record kind")
+        if owner is not None:
+            validate_id(owner, what="record owner")
+        wanted = sorted({validate_tag(t) for t in tags})
+        args = [self._base, kind or "", owner or "", *wanted]
+        with _foreign_keys_are_corruption(f"Redis keys {self.key_pattern!r}"):
+            docs = await self._run("list_records", [], args)
+        found = []
+        for doc in docs:  # the script used one index; check every filter on the record
+            record = self._decode_record(doc, f"Redis keys {self.key_pattern!r}")
+            if kind is not None and record.kind != kind:
+                continue
+            if owner is not None and record.owner != owner:
+                continue
+            if set(wanted) <= set(record.tags):
+                found.append(record)
+        return sorted(found, key=lambda r: (r.kind, r.id))
+
+    # -- segments ---------------------------------------------------------------------
+
+    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        validate_rows(segment_id, start, rows)
+        key = self._key("segment", segment_id)
+        values = [f"{row.message_id}\n{row.data}" for row in rows]
+        args = [self._base, segment_id, start, repr(time.time()), *values]
+        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+            taken = await self._run("append_rows", [key, self._key("segments")], args)
+        if taken != -1:
+            raise ConflictError(
+                f"segment {segment_id!r}", detail=f"position {taken} is already written"
+            )
+
+    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        validate_id(segment_id, what="segment id")
+        if end <= start:
+            return []
+        key = self._key("segment", segment_id)
+        client = await self._connection()
+        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+            values = await client.hmget(key, [str(p) for p in range(start, end)])
+        found = []
+        for position, value in zip(range(start, end), values, strict=True):
+            if value is None:
+                continue
+            where = f"segment {segment_id!r} position {position}"
+            _, newline, data = _text(value, where).partition("\n")
+            if not newline:
+                raise StoreCorruptedError(where, detail="row has no message id")
+            found.append(data)
+        return check_read(segment_id, start, end, found)
+
+    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        validate_id(message_id, what="message id")
+        key = self._key("message", message_id)
+        client = await self._connection()
+        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+            members = await client.smembers(key)
+        places = []
+        for member in members:
+            segment_id, _, position = _text(member, f"Redis key {key!r}").rpartition("/")
+            if not segment_id or not position.isdigit():
+                raise StoreCorruptedError(f"Redis key {key!r}", detail=f"bad entry {member!r}")
+            places.append((segment_id, int(position)))
+        return sorted(places)
+
+    async def list_segments(self) -> dict[str, float]:
+        return await self._scores("segments")
+
+    async def _scores(self, name: str) -> dict[str, float]:
+        key = self._key(name)
+        client = await self._connection()
+        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+            pairs = cast(
+                list[tuple[bytes, float]], await client.zrange(key, 0, -1, withscores=True)
+            )
+        return {_text(member, f"Redis key {key!r}"): float(score) for member, score in pairs}
+
+    async def delete_segments(self, segment_ids: Collection[str]) -> None:
+        ids = [validate_id(s, what="segment id") for s in segment_ids]
+        for segment_id in ids:  # one script per segment: bounded time inside Redis
+            key = self._key("segment", segment_id)
+            with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+                await self._run(
+                    "delete_segment", [key, self._key("segments")], [self._base, segment_id]
+                )
+
+    # -- blobs ------------------------------------------------------------------------
+
+    async def put_blob(self, data: bytes) -> str:
+        digest = digest_of(data)
+        client = await self._connection()
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.set(self._key("blob", digest), bytes(data))
+            pipe.zadd(self._key("blobs"), {digest: time.time()})
+            await pipe.execute()
+        return digest
+
+    async def get_blob(self, digest: str) -> bytes | None:
+        key = self._key("blob", validate_digest(digest))
+        client = await self._connection()
+        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
+            return cast(bytes | None, await client.get(key))  # responses are never decoded
+
+    async def list_blobs(self) -> dict[str, float]:
+        return await self._scores("blobs")
+
+    async def delete_blobs(self, digests: Collection[str]) -> None:
+        checked = [validate_digest(d) for d in digests]
+        if not checked:
+            return
+        client = await self._connection()
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.delete(*[self._key("blob", d) for d in checked])
+            pipe.zrem(self._key("blobs"), *checked)
+            await pipe.execute()
+
+    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
+        return await collect_garbage(self, grace=grace)
+
+
+__all__ = ["RedisStore"]
