@@ -72,9 +72,29 @@ async def open_redis(tmp_path: Path) -> AsyncIterator[ThreadStore]:
                 await client.delete(*keys)
 
 
+@asynccontextmanager
+async def open_postgres(tmp_path: Path) -> AsyncIterator[ThreadStore]:
+    """A PostgresStore in a unique schema, which is dropped afterwards."""
+    import asyncpg
+
+    from agent_threads.stores.postgres import PostgresStore
+
+    store = PostgresStore(POSTGRES_DSN, schema=f"test_{uuid.uuid4().hex}", max_size=4)
+    try:
+        async with store:
+            yield store
+    finally:
+        connection = await asyncpg.connect(POSTGRES_DSN)
+        try:
+            await connection.execute(f'DROP SCHEMA IF EXISTS "{store.schema}" CASCADE')
+        finally:
+            await connection.close()
+
+
 STORES = [
     pytest.param(open_memory, id="memory"),
     pytest.param(open_redis, id="redis", marks=needs_server("redis")),
+    pytest.param(open_postgres, id="postgres", marks=needs_server("postgres")),
 ]
 
 

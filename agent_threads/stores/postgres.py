@@ -1,0 +1,486 @@
+"""PostgresStore: threads shared by many processes and machines, durable in PostgreSQL.
+
+On asyncpg (extra `postgres`). Every store operation is one transaction (most are one
+statement), every value is a query parameter, and the only identifier ever written
+into SQL text is the schema name, checked against a strict pattern first.
+
+The tables live in their own schema (default `agent_threads`), created on first use.
+The schema evolves by `MIGRATIONS`: migration `i` takes it from version `i` to
+`i + 1`, and table `schema_version` holds one row per version applied. A schema
+written by a newer release is refused with `SchemaVersionError`, never guessed at.
+
+    records        (kind, id) primary key, version, owner, tags text[], data JSONB
+    segments       segment_id primary key, written_at (Unix time of the last write)
+    segment_rows   (segment_id, position) primary key, message_id, data text;
+                   rows go with their segment (ON DELETE CASCADE)
+    blobs          digest primary key, data bytea, written_at
+
+Timestamps are the writing client's clock, as `vacuum()` compares them with the
+vacuuming client's clock. JSONB keeps no key order; values read back equal.
+PostgreSQL cannot hold the NUL character in JSONB or text, so record data or rows
+containing one are refused with a ValueError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from types import TracebackType
+from typing import Any, Self, TypeAlias
+
+import anyio
+from pydantic import JsonValue, ValidationError
+
+try:
+    import asyncpg
+    from asyncpg.pool import PoolConnectionProxy
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("PostgresStore needs: pip install 'agent-threads[postgres]'") from exc
+
+from agent_threads._ids import validate_id
+from agent_threads.errors import (
+    ConflictError,
+    InvalidIdError,
+    SchemaVersionError,
+    StoreCorruptedError,
+)
+from agent_threads.stores.base import (
+    DEFAULT_VACUUM_GRACE,
+    Record,
+    Row,
+    VacuumReport,
+    check_read,
+    collect_garbage,
+    digest_of,
+    validate_digest,
+    validate_record,
+    validate_rows,
+    validate_tag,
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 0 -> 1: records, segments and their rows, blobs
+        """CREATE TABLE records (
+            kind text COLLATE "C" NOT NULL,
+            id text COLLATE "C" NOT NULL,
+            version bigint NOT NULL CHECK (version > 0),
+            owner text COLLATE "C",
+            tags text[] NOT NULL DEFAULT '{}',
+            data jsonb NOT NULL,
+            PRIMARY KEY (kind, id))""",
+        "CREATE INDEX records_by_owner ON records (owner) WHERE owner IS NOT NULL",
+        "CREATE INDEX records_by_tags ON records USING gin (tags)",
+        """CREATE TABLE segments (
+            segment_id text COLLATE "C" PRIMARY KEY,
+            written_at double precision NOT NULL)""",
+        """CREATE TABLE segment_rows (
+            segment_id text COLLATE "C" NOT NULL REFERENCES segments ON DELETE CASCADE,
+            position bigint NOT NULL CHECK (position >= 0),
+            message_id text COLLATE "C" NOT NULL,
+            data text NOT NULL,
+            PRIMARY KEY (segment_id, position))""",
+        "CREATE INDEX segment_rows_by_message ON segment_rows (message_id)",
+        """CREATE TABLE blobs (
+            digest text COLLATE "C" PRIMARY KEY,
+            data bytea NOT NULL,
+            written_at double precision NOT NULL)""",
+    ),
+)
+"""The schema's history: migration `i` upgrades version `i` to `i + 1`. Only append."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The schema version this code writes and reads."""
+
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+_RECORD_COLUMNS = "kind, id, version, owner, tags, data::text"
+
+_Connection: TypeAlias = "PoolConnectionProxy[asyncpg.Record]"
+
+_INSERT_RECORD = """
+WITH written AS (
+    INSERT INTO records (kind, id, version, owner, tags, data)
+    VALUES ($1, $2, 1, $3, $4, $5::jsonb)
+    ON CONFLICT (kind, id) DO NOTHING
+    RETURNING version)
+SELECT (SELECT version FROM written), (SELECT version FROM records WHERE kind = $1 AND id = $2)
+"""
+
+_UPDATE_RECORD = """
+WITH written AS (
+    UPDATE records SET version = version + 1, owner = $4, tags = $5, data = $6::jsonb
+    WHERE kind = $1 AND id = $2 AND version = $3
+    RETURNING version)
+SELECT (SELECT version FROM written), (SELECT version FROM records WHERE kind = $1 AND id = $2)
+"""
+
+_DELETE_RECORD = """
+WITH deleted AS (
+    DELETE FROM records WHERE kind = $1 AND id = $2 AND ($3::bigint IS NULL OR version = $3)
+    RETURNING version)
+SELECT (SELECT version FROM deleted), (SELECT version FROM records WHERE kind = $1 AND id = $2)
+"""
+
+_TOUCH_SEGMENT = """
+INSERT INTO segments (segment_id, written_at) VALUES ($1, $2)
+ON CONFLICT (segment_id) DO UPDATE SET written_at = EXCLUDED.written_at
+"""
+
+_INSERT_ROWS = """
+INSERT INTO segment_rows (segment_id, position, message_id, data)
+SELECT $1, $2::bigint + n - 1, message_id, data
+FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS r(message_id, data, n)
+"""
+
+_PUT_BLOB = """
+INSERT INTO blobs (digest, data, written_at) VALUES ($1, $2, $3)
+ON CONFLICT (digest) DO UPDATE SET written_at = EXCLUDED.written_at
+"""
+
+
+def _jsonb_text(value: JsonValue) -> str:
+    """JSON text for a JSONB column that reads back as the same Python values.
+
+    JSONB keeps numbers as `numeric` and prints them without an exponent, so a float
+    sent as `1e+300` would come back as an int; sent with a fraction (`1000...0.0`)
+    it comes back as the same float. Non-finite floats become null, as in the JSON
+    every other store writes.
+    """
+    if isinstance(value, dict):
+        items = (f"{json.dumps(k)}:{_jsonb_text(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_jsonb_text(v) for v in value) + "]"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "null"
+        if abs(value) >= 1e16:  # where repr() switches to an exponent
+            return f"{int(value)}.0"
+    return json.dumps(value)
+
+
+@contextmanager
+def _refusing_nul(what: str) -> Iterator[None]:
+    """Report PostgreSQL's refusal of the NUL character as the caller's bad input."""
+    try:
+        yield
+    except (asyncpg.UntranslatableCharacterError, asyncpg.CharacterNotInRepertoireError) as exc:
+        raise ValueError(
+            f"{what} holds a character PostgreSQL cannot store (NUL, \\u0000): {exc}"
+        ) from exc
+
+
+async def _fetch_pair(connection: _Connection, query: str, *args: object) -> tuple[Any, Any]:
+    """The two columns of the one row `query` returns (the CAS statements always return one)."""
+    row = await connection.fetchrow(query, *args)
+    if row is None:  # pragma: no cover - a SELECT without FROM returns exactly one row
+        raise RuntimeError(f"no row from {query!r}")
+    return row[0], row[1]
+
+
+def _conflicting_position(exc: asyncpg.UniqueViolationError, start: int, count: int) -> str:
+    """The position named by a unique violation's detail, else the range attempted."""
+    found = re.search(r", (\d+)\)=?", getattr(exc, "detail", "") or "")
+    if found:
+        return f"position {found.group(1)} is already written"
+    return f"a position in {start}..{start + count - 1} is already written"
+
+
+class PostgresStore:
+    """A ThreadStore on PostgreSQL, through a pool of asyncpg connections.
+
+    Args:
+        dsn: a libpq connection URI, e.g. `postgresql://user@host:5432/db`.
+        schema: the schema holding this store's tables; stores in different schemas
+            never see each other's data.
+        min_size: connections the pool keeps open.
+        max_size: connections the pool opens at most.
+
+    Raises:
+        InvalidIdError: `schema` is not a plain identifier (letters, digits, `_`).
+    """
+
+    def __init__(
+        self, dsn: str, *, schema: str = "agent_threads", min_size: int = 1, max_size: int = 10
+    ) -> None:
+        if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+            raise InvalidIdError(
+                schema,
+                what="PostgreSQL schema",
+                reason="must be 1-63 letters, digits or _, not starting with a digit",
+            )
+        self._dsn = dsn
+        self._schema = schema
+        self._min_size = min_size
+        self._max_size = max_size
+        self._pool: asyncpg.Pool | None = None
+        self._open_lock = anyio.Lock()
+
+    @property
+    def schema(self) -> str:
+        """The schema holding this store's tables."""
+        return self._schema
+
+    async def __aenter__(self) -> Self:
+        await self._connection_pool()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    # -- connections and schema -------------------------------------------------------
+
+    async def _connection_pool(self) -> asyncpg.Pool:
+        async with self._open_lock:
+            if self._pool is None:
+                pool = await asyncpg.create_pool(
+                    self._dsn,
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    server_settings={"search_path": f'"{self._schema}"'},
+                )
+                try:
+                    async with pool.acquire() as connection:
+                        await self._migrate(connection)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+            return self._pool
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[_Connection]:
+        pool = await self._connection_pool()
+        async with pool.acquire() as connection:
+            yield connection
+
+    async def _migrate(self, connection: _Connection) -> None:
+        """Bring the schema to SCHEMA_VERSION, or refuse a newer one."""
+        try:
+            found = await connection.fetchval("SELECT max(version) FROM schema_version")
+        except asyncpg.UndefinedTableError:
+            found = None
+        if found == SCHEMA_VERSION:  # the usual case: one query, no lock
+            return
+        self._check_version(found or 0)
+        async with connection.transaction():
+            # one migrator at a time; the others wait, then find the work done
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock(hashtext($1))", f"agent_threads:{self._schema}"
+            )
+            await connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
+            await connection.execute(
+                """CREATE TABLE IF NOT EXISTS schema_version (
+                    version integer PRIMARY KEY,
+                    applied_at timestamptz NOT NULL DEFAULT now())"""
+            )
+            current = await connection.fetchval(
+                "SELECT coalesce(max(version), 0) FROM schema_version"
+            )
+            self._check_version(current)
+            for version in range(current, SCHEMA_VERSION):
+                for statement in MIGRATIONS[version]:
+                    await connection.execute(statement)
+                await connection.execute(
+                    "INSERT INTO schema_version (version) VALUES ($1)", version + 1
+                )
+
+    def _check_version(self, found: int) -> None:
+        if found > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"PostgreSQL schema {self._schema!r}", found=found, supported=SCHEMA_VERSION
+            )
+
+    # -- records ----------------------------------------------------------------------
+
+    def _decode_record(self, row: asyncpg.Record) -> Record:
+        kind, record_id, version, owner, tags, data = row
+        try:
+            return Record(
+                kind=kind,
+                id=record_id,
+                version=version,
+                owner=owner,
+                tags=tuple(tags),
+                data=json.loads(data),
+            )
+        except (ValidationError, ValueError) as exc:
+            where = f"PostgreSQL record {kind}/{record_id} in schema {self._schema!r}"
+            raise StoreCorruptedError(where, detail=f"undecodable record: {exc}") from exc
+
+    async def get_record(self, kind: str, record_id: str) -> Record | None:
+        validate_id(kind, what="record kind")
+        validate_id(record_id, what=f"{kind} id")
+        async with self._connection() as connection:
+            row = await connection.fetchrow(
+                f"SELECT {_RECORD_COLUMNS} FROM records WHERE kind = $1 AND id = $2",
+                kind,
+                record_id,
+            )
+        return None if row is None else self._decode_record(row)
+
+    async def put_record(self, record: Record, *, expected_version: int) -> Record:
+        validate_record(record)
+        data = _jsonb_text(record.data)
+        key = (record.kind, record.id)
+        async with self._connection() as connection:
+            with _refusing_nul(f"{record.kind} {record.id!r}"):
+                if expected_version == 0:
+                    written, stored = await _fetch_pair(
+                        connection, _INSERT_RECORD, *key, record.owner, list(record.tags), data
+                    )
+                else:
+                    written, stored = await _fetch_pair(
+                        connection,
+                        _UPDATE_RECORD,
+                        *key,
+                        expected_version,
+                        record.owner,
+                        list(record.tags),
+                        data,
+                    )
+        if written is None:
+            raise ConflictError(
+                f"{record.kind} {record.id!r}",
+                detail=f"expected version {expected_version}, stored version {stored or 0}",
+            )
+        return record.model_copy(update={"version": written})
+
+    async def delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None = None
+    ) -> bool:
+        validate_id(kind, what="record kind")
+        validate_id(record_id, what=f"{kind} id")
+        async with self._connection() as connection:
+            deleted, stored = await _fetch_pair(
+                connection, _DELETE_RECORD, kind, record_id, expected_version
+            )
+        if deleted is None and stored is not None:
+            raise ConflictError(
+                f"{kind} {record_id!r}",
+                detail=f"expected version {expected_version}, stored version {stored}",
+            )
+        return deleted is not None
+
+    async def list_records(
+        self,
+        kind: str | None = None,
+        *,
+        tags: Collection[str] = (),
+        owner: str | None = None,
+    ) -> list[Record]:
+        conditions = ["tags @> $1::text[]"]
+        args: list[object] = [sorted({validate_tag(t) for t in tags})]
+        if kind is not None:
+            args.append(validate_id(kind, what="record kind"))
+            conditions.append(f"kind = ${len(args)}")
+        if owner is not None:
+            args.append(validate_id(owner, what="record owner"))
+            conditions.append(f"owner = ${len(args)}")
+        query = (  # only fixed fragments and $n placeholders: values go as parameters
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(conditions)}"
+            " ORDER BY kind, id"
+        )
+        async with self._connection() as connection:
+            rows = await connection.fetch(query, *args)
+        return [self._decode_record(row) for row in rows]
+
+    # -- segments ---------------------------------------------------------------------
+
+    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        validate_rows(segment_id, start, rows)
+        message_ids = [row.message_id for row in rows]
+        data = [row.data for row in rows]
+        async with self._connection() as connection, connection.transaction():
+            await connection.execute(_TOUCH_SEGMENT, segment_id, time.time())
+            if not rows:
+                return
+            try:
+                with _refusing_nul(f"a row of segment {segment_id!r}"):
+                    await connection.execute(_INSERT_ROWS, segment_id, start, message_ids, data)
+            except asyncpg.UniqueViolationError as exc:  # the transaction rolls back whole
+                raise ConflictError(
+                    f"segment {segment_id!r}", detail=_conflicting_position(exc, start, len(rows))
+                ) from exc
+
+    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        validate_id(segment_id, what="segment id")
+        async with self._connection() as connection:
+            rows = await connection.fetch(
+                "SELECT data FROM segment_rows"
+                " WHERE segment_id = $1 AND position >= $2 AND position < $3 ORDER BY position",
+                segment_id,
+                start,
+                end,
+            )
+        return check_read(segment_id, start, end, [row[0] for row in rows])
+
+    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        validate_id(message_id, what="message id")
+        async with self._connection() as connection:
+            rows = await connection.fetch(
+                "SELECT segment_id, position FROM segment_rows WHERE message_id = $1"
+                " ORDER BY segment_id, position",
+                message_id,
+            )
+        return [(segment_id, position) for segment_id, position in rows]
+
+    async def list_segments(self) -> dict[str, float]:
+        async with self._connection() as connection:
+            rows = await connection.fetch("SELECT segment_id, written_at FROM segments")
+        return {row[0]: row[1] for row in rows}
+
+    async def delete_segments(self, segment_ids: Collection[str]) -> None:
+        ids = [validate_id(s, what="segment id") for s in segment_ids]
+        if not ids:
+            return
+        async with self._connection() as connection:
+            await connection.execute("DELETE FROM segments WHERE segment_id = ANY($1::text[])", ids)
+
+    # -- blobs ------------------------------------------------------------------------
+
+    async def put_blob(self, data: bytes) -> str:
+        digest = digest_of(data)
+        async with self._connection() as connection:
+            await connection.execute(_PUT_BLOB, digest, bytes(data), time.time())
+        return digest
+
+    async def get_blob(self, digest: str) -> bytes | None:
+        validate_digest(digest)
+        async with self._connection() as connection:
+            data: bytes | None = await connection.fetchval(
+                "SELECT data FROM blobs WHERE digest = $1", digest
+            )
+        return data
+
+    async def list_blobs(self) -> dict[str, float]:
+        async with self._connection() as connection:
+            rows = await connection.fetch("SELECT digest, written_at FROM blobs")
+        return {row[0]: row[1] for row in rows}
+
+    async def delete_blobs(self, digests: Collection[str]) -> None:
+        checked = [validate_digest(d) for d in digests]
+        if not checked:
+            return
+        async with self._connection() as connection:
+            await connection.execute("DELETE FROM blobs WHERE digest = ANY($1::text[])", checked)
+
+    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
+        return await collect_garbage(self, grace=grace)
+
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore"]
