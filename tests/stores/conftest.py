@@ -54,6 +54,19 @@ def open_memory(tmp_path: Path) -> AbstractAsyncContextManager[ThreadStore]:
     return MemoryStore()
 
 
+def open_jsonfile(tmp_path: Path) -> AbstractAsyncContextManager[ThreadStore]:
+    from agent_threads.stores.jsonfile import JsonFileStore
+
+    return JsonFileStore(tmp_path / "jsonfile-store")
+
+
+def open_sqlite(tmp_path: Path) -> AbstractAsyncContextManager[ThreadStore]:
+    from agent_threads.stores.sqlite import SQLiteStore
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return SQLiteStore(tmp_path / "threads.db")
+
+
 @asynccontextmanager
 async def open_redis(tmp_path: Path) -> AsyncIterator[ThreadStore]:
     """A RedisStore under a unique key prefix, whose keys are deleted afterwards."""
@@ -93,6 +106,8 @@ async def open_postgres(tmp_path: Path) -> AsyncIterator[ThreadStore]:
 
 STORES = [
     pytest.param(open_memory, id="memory"),
+    pytest.param(open_jsonfile, id="jsonfile"),
+    pytest.param(open_sqlite, id="sqlite"),
     pytest.param(open_redis, id="redis", marks=needs_server("redis")),
     pytest.param(open_postgres, id="postgres", marks=needs_server("postgres")),
 ]

@@ -1,0 +1,568 @@
+"""JsonFileStore: threads kept as plain files a person can read, copy and back up."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeVar
+
+import anyio
+import anyio.to_thread
+from pydantic import ValidationError
+
+from agent_threads._ids import validate_digest, validate_id
+from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
+from agent_threads.stores import _jsonl
+from agent_threads.stores.base import (
+    DEFAULT_VACUUM_GRACE,
+    Record,
+    Row,
+    VacuumReport,
+    collect_garbage,
+    digest_of,
+    validate_record,
+    validate_rows,
+    validate_tag,
+)
+
+SCHEMA_VERSION = 1
+"""Version of the directory layout this code writes (kept in `agent-threads.json`)."""
+
+_FORMAT = "agent-threads/jsonfile"
+_MARKER = "agent-threads.json"
+_LOCK = ".lock"
+_TEMP_SUFFIX = ".tmp"
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dir(path: Path) -> None:
+    """Create `path` if missing, durably (its parent's entry is synced)."""
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        _fsync_dir(path.parent)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` by `data` all at once: temporary file, fsync, rename, fsync dir."""
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{_TEMP_SUFFIX}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        try:
+            _jsonl.write_all(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+@contextmanager
+def _open_fd(path: Path, flags: int = os.O_RDONLY) -> Iterator[int]:
+    fd = os.open(path, flags, 0o644)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _corrupted(path: Path, fd: int, exc: _jsonl.CorruptLineError) -> StoreCorruptedError:
+    line = _jsonl.line_number(fd, exc.offset)
+    return StoreCorruptedError(f"{path} line {line}", detail=exc.reason)
+
+
+def _complete_end(path: Path, fd: int, *, action: str) -> tuple[int, int]:
+    """Where the complete lines of a segment file end, and its size; reports a torn line."""
+    size = os.fstat(fd).st_size
+    end = _jsonl.complete_end(fd, size)
+    if end < size:
+        logger.warning(
+            "%s line %d: torn last line (%d bytes, a write cut short) %s",
+            path,
+            _jsonl.line_number(fd, end),
+            size - end,
+            action,
+        )
+    return end, size
+
+
+def _parse_record(path: Path, raw: bytes, kind: str, record_id: str) -> Record:
+    try:
+        record = Record.model_validate_json(raw)
+    except ValidationError as exc:
+        raise StoreCorruptedError(str(path), detail=f"undecodable record: {exc}") from exc
+    if (record.kind, record.id) != (kind, record_id):
+        raise StoreCorruptedError(
+            str(path), detail=f"holds record {record.kind}/{record.id}, not {kind}/{record_id}"
+        )
+    return record
+
+
+def _check_marker(path: Path) -> None:
+    """Create the format marker of a new store, or check an existing one's version."""
+    raw = _read_bytes(path)
+    if raw is None:
+        marker = {"format": _FORMAT, "schema_version": SCHEMA_VERSION}
+        _write_atomic(path, (json.dumps(marker, indent=2) + "\n").encode())
+        return
+    try:
+        marker = json.loads(raw)
+    except ValueError as exc:
+        raise StoreCorruptedError(str(path), detail=f"undecodable marker: {exc}") from exc
+    if not isinstance(marker, dict) or marker.get("format") != _FORMAT:
+        raise StoreCorruptedError(str(path), detail=f"not a {_FORMAT} directory marker")
+    found = marker.get("schema_version")
+    if type(found) is not int or not 1 <= found <= SCHEMA_VERSION:
+        raise SchemaVersionError(str(path), found=found, supported=SCHEMA_VERSION)
+
+
+def _entries(directory: Path, suffix: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """`(stem, entry)` of files named `<valid id><suffix>`; temporaries are skipped."""
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        stem = entry.name.removesuffix(suffix)
+        if entry.name.endswith(suffix) and not entry.name.startswith("."):
+            try:
+                yield validate_id(stem), entry
+            except ValueError:
+                continue
+
+
+class _IndexedFile:
+    __slots__ = ("entries", "inode", "scanned")
+
+    def __init__(self, inode: int) -> None:
+        self.inode = inode
+        self.scanned = 0
+        self.entries: list[tuple[str, int]] = []
+
+
+class _MessageIndex:
+    """Where each message id sits, for `locate_message`.
+
+    Built in memory on first use and caught up on every call by reading only the lines
+    appended since (segment files only grow; a replaced file has a new inode).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._mutex = threading.Lock()
+        self._files: dict[str, _IndexedFile] = {}
+        self._places: dict[str, set[tuple[str, int]]] = {}
+
+    def locate(self, message_id: str) -> list[tuple[str, int]]:
+        with self._mutex:
+            current = {sid: entry.stat() for sid, entry in _entries(self._directory, ".jsonl")}
+            self._forget_unlocked([sid for sid in self._files if sid not in current])
+            for segment_id, stat in current.items():
+                known = self._files.get(segment_id)
+                if known is None or known.inode != stat.st_ino or known.scanned > stat.st_size:
+                    self._forget_unlocked([segment_id])
+                    known = self._files[segment_id] = _IndexedFile(stat.st_ino)
+                if stat.st_size > known.scanned:
+                    self._scan(segment_id, known)
+            return sorted(self._places.get(message_id, ()))
+
+    def forget(self, segment_ids: Collection[str]) -> None:
+        with self._mutex:
+            self._forget_unlocked(segment_ids)
+
+    def _forget_unlocked(self, segment_ids: Collection[str]) -> None:
+        for segment_id in segment_ids:
+            known = self._files.pop(segment_id, None)
+            for message_id, position in known.entries if known else ():
+                places = self._places.get(message_id)
+                if places is not None:
+                    places.discard((segment_id, position))
+                    if not places:
+                        del self._places[message_id]
+
+    def _scan(self, segment_id: str, known: _IndexedFile) -> None:
+        path = self._directory / f"{segment_id}.jsonl"
+        try:
+            with _open_fd(path) as fd:
+                limit = _jsonl.complete_end(fd, os.fstat(fd).st_size)
+                try:
+                    for line in _jsonl.iter_lines(fd, known.scanned, limit):
+                        known.entries.append((line.message_id, line.position))
+                        self._places.setdefault(line.message_id, set()).add(
+                            (segment_id, line.position)
+                        )
+                except _jsonl.CorruptLineError as exc:
+                    raise _corrupted(path, fd, exc) from None
+                known.scanned = max(known.scanned, limit)
+        except FileNotFoundError:
+            self._forget_unlocked([segment_id])
+
+
+class JsonFileStore:
+    """A store in a directory of plain files; for sessions a person can read and copy.
+
+    Layout (every name is a validated id or a SHA-256 digest)::
+
+        agent-threads.json           format and layout version
+        .lock                        serializes writers across processes (flock)
+        records/<kind>/<id>.json     one record per file: threads, checkpoints
+        segments/<segment id>.jsonl  one message per line, sorted by position
+        blobs/<sha256>               content-addressed bytes (thread states)
+
+    Records and blobs are replaced atomically (temporary file, fsync, rename, fsync of
+    the directory); segment lines are appended and fsynced before the call returns.
+    Writers take the lock file, so several processes may share a directory; readers
+    take no lock. A last line cut short by a crash is reported (a warning on the
+    `agent_threads.stores.jsonfile` logger) and ignored: no thread references it. File
+    I/O runs in worker threads. Linux and macOS (it needs `fcntl.flock`).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self._root = Path(directory)
+        self._lock = anyio.Lock()
+        self._lock_fd: int | None = None
+        self._index = _MessageIndex(self._root / "segments")
+
+    @property
+    def directory(self) -> Path:
+        """The store's directory."""
+        return self._root
+
+    def __repr__(self) -> str:
+        return f"JsonFileStore({str(self._root)!r})"
+
+    async def __aenter__(self) -> Self:
+        async with self._lock:
+            if self._lock_fd is None:
+                self._lock_fd = await anyio.to_thread.run_sync(self._open_sync)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def _open_sync(self) -> int:
+        _make_dir(self._root)
+        for name in ("records", "segments", "blobs"):
+            _make_dir(self._root / name)
+        fd = os.open(self._root / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._with_file_lock(fd, self._check_directory)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _check_directory(self) -> None:
+        _check_marker(self._root / _MARKER)
+        for _, entry in _entries(self._root / "segments", ".jsonl"):
+            with _open_fd(Path(entry.path)) as fd:
+                _complete_end(Path(entry.path), fd, action="ignored")
+
+    @staticmethod
+    def _with_file_lock(fd: int, work: Callable[[], T]) -> T:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            return work()
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _open_fd(self) -> int:
+        if self._lock_fd is None:
+            raise RuntimeError(
+                f"{self!r} is not open: use `async with JsonFileStore(directory) as store:`"
+            )
+        return self._lock_fd
+
+    async def _read(self, work: Callable[[], T]) -> T:
+        self._open_fd()
+        return await anyio.to_thread.run_sync(work)
+
+    async def _write(self, work: Callable[[], T]) -> T:
+        """Run `work` in a worker thread holding the lock file (one writer at a time)."""
+        async with self._lock:
+            fd = self._open_fd()
+            return await anyio.to_thread.run_sync(self._with_file_lock, fd, work)
+
+    # -- paths (every id is validated before it reaches one) ---------------------------
+
+    def _record_path(self, kind: str, record_id: str) -> Path:
+        validate_id(kind, what="record kind")
+        validate_id(record_id, what=f"{kind} id")
+        return self._root / "records" / kind / f"{record_id}.json"
+
+    def _segment_path(self, segment_id: str) -> Path:
+        return self._root / "segments" / f"{validate_id(segment_id, what='segment id')}.jsonl"
+
+    def _blob_path(self, digest: str) -> Path:
+        return self._root / "blobs" / validate_digest(digest)
+
+    # -- records --------------------------------------------------------------------
+
+    async def get_record(self, kind: str, record_id: str) -> Record | None:
+        path = self._record_path(kind, record_id)
+        raw = await self._read(lambda: _read_bytes(path))
+        return None if raw is None else _parse_record(path, raw, kind, record_id)
+
+    async def put_record(self, record: Record, *, expected_version: int) -> Record:
+        validate_record(record)
+        path = self._record_path(record.kind, record.id)
+
+        def put() -> Record:
+            stored_version = self._stored_version(path, record.kind, record.id)
+            if stored_version != expected_version:
+                raise ConflictError(
+                    f"{record.kind} {record.id!r}",
+                    detail=f"expected version {expected_version}, stored version {stored_version}",
+                )
+            stored = record.model_copy(update={"version": expected_version + 1})
+            _make_dir(path.parent)
+            _write_atomic(path, (stored.model_dump_json(indent=2) + "\n").encode())
+            return stored
+
+        return await self._write(put)
+
+    @staticmethod
+    def _stored_version(path: Path, kind: str, record_id: str) -> int:
+        raw = _read_bytes(path)
+        return 0 if raw is None else _parse_record(path, raw, kind, record_id).version
+
+    async def delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None = None
+    ) -> bool:
+        path = self._record_path(kind, record_id)
+
+        def delete() -> bool:
+            stored_version = self._stored_version(path, kind, record_id)
+            if stored_version == 0:
+                return False
+            if expected_version is not None and stored_version != expected_version:
+                raise ConflictError(
+                    f"{kind} {record_id!r}",
+                    detail=f"expected version {expected_version}, stored version {stored_version}",
+                )
+            path.unlink()
+            _fsync_dir(path.parent)
+            return True
+
+        return await self._write(delete)
+
+    async def list_records(
+        self,
+        kind: str | None = None,
+        *,
+        tags: Collection[str] = (),
+        owner: str | None = None,
+    ) -> list[Record]:
+        if kind is not None:
+            validate_id(kind, what="record kind")
+        wanted = {validate_tag(t) for t in tags}
+        records = await self._read(lambda: self._read_records(kind))
+        return [r for r in records if (owner is None or r.owner == owner) and wanted <= set(r.tags)]
+
+    def _read_records(self, kind: str | None) -> list[Record]:
+        kinds = [kind] if kind is not None else sorted(self._record_kinds())
+        found = []
+        for record_kind in kinds:
+            directory = self._root / "records" / record_kind
+            for record_id, entry in sorted(_entries(directory, ".json")):
+                raw = _read_bytes(Path(entry.path))
+                if raw is not None:  # None: deleted since the listing
+                    found.append(_parse_record(Path(entry.path), raw, record_kind, record_id))
+        return found
+
+    def _record_kinds(self) -> Iterator[str]:
+        for entry in os.scandir(self._root / "records"):
+            if entry.is_dir() and not entry.name.startswith("."):
+                try:
+                    yield validate_id(entry.name)
+                except ValueError:
+                    continue
+
+    # -- segments -------------------------------------------------------------------
+
+    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        validate_rows(segment_id, start, rows)
+        path = self._segment_path(segment_id)
+        lines = [_jsonl.encode(start + i, row) for i, row in enumerate(rows)]
+        await self._write(lambda: self._append_lines(path, segment_id, start, lines))
+
+    def _append_lines(self, path: Path, segment_id: str, start: int, lines: list[bytes]) -> None:
+        created = not path.exists()
+        with _open_fd(path, os.O_RDWR | os.O_CREAT) as fd:
+            limit, size = _complete_end(path, fd, action="removed before appending")
+            try:
+                last = _jsonl.last_position(fd, limit)
+                if last is None or start > last:  # the usual case: after every written row
+                    if size > limit:
+                        os.ftruncate(fd, limit)
+                    _jsonl.write_all(fd, b"".join(lines), limit)
+                    os.fsync(fd)
+                else:
+                    content = _jsonl.merge(fd, limit, start, lines)
+                    _write_atomic(path, content)
+            except _jsonl.CorruptLineError as exc:
+                raise _corrupted(path, fd, exc) from None
+            except KeyError as exc:
+                raise ConflictError(
+                    f"segment {segment_id!r}", detail=f"position {exc.args[0]} is already written"
+                ) from None
+        now = time.time()
+        os.utime(path, (now, now))  # exact: file times are only as fine as the kernel tick
+        if created:
+            _fsync_dir(path.parent)
+
+    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        path = self._segment_path(segment_id)
+        found = await self._read(lambda: self._read_lines(path, start, end))
+        if len(found) != max(0, end - start):
+            raise StoreCorruptedError(
+                f"segment {segment_id!r} ({path})",
+                detail=f"positions {start}..{end - 1} requested, {len(found)} rows found",
+            )
+        return found
+
+    @staticmethod
+    def _read_lines(path: Path, start: int, end: int) -> list[str]:
+        if end <= start:
+            return []
+        try:
+            with _open_fd(path) as fd:
+                limit = _jsonl.complete_end(fd, os.fstat(fd).st_size)
+                try:
+                    return _jsonl.read_range(fd, limit, start, end)
+                except _jsonl.CorruptLineError as exc:
+                    raise _corrupted(path, fd, exc) from None
+        except FileNotFoundError:
+            return []
+
+    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        validate_id(message_id, what="message id")
+        return await self._read(lambda: self._index.locate(message_id))
+
+    async def list_segments(self) -> dict[str, float]:
+        return await self._read(lambda: self._times(self._root / "segments", ".jsonl"))
+
+    @staticmethod
+    def _times(directory: Path, suffix: str) -> dict[str, float]:
+        times = {}
+        for name, entry in _entries(directory, suffix):
+            try:
+                times[name] = entry.stat().st_mtime
+            except FileNotFoundError:
+                continue
+        return times
+
+    async def delete_segments(self, segment_ids: Collection[str]) -> None:
+        ids = list(segment_ids)
+        paths = [self._segment_path(s) for s in ids]
+        await self._write(lambda: self._unlink_all(paths))
+        self._index.forget(ids)
+
+    @staticmethod
+    def _unlink_all(paths: Sequence[Path]) -> None:
+        for path in paths:
+            path.unlink(missing_ok=True)
+        for directory in {p.parent for p in paths}:
+            _fsync_dir(directory)
+
+    # -- blobs ----------------------------------------------------------------------
+
+    async def put_blob(self, data: bytes) -> str:
+        digest = digest_of(data)
+        path = self._blob_path(digest)
+
+        def put() -> None:
+            now = time.time()
+            if path.exists():
+                os.utime(path, (now, now))  # written again: young again for vacuum
+            else:
+                _write_atomic(path, bytes(data))
+                os.utime(path, (now, now))
+
+        await self._write(put)
+        return digest
+
+    async def get_blob(self, digest: str) -> bytes | None:
+        path = self._blob_path(digest)
+        raw = await self._read(lambda: _read_bytes(path))
+        if raw is not None and digest_of(raw) != digest:
+            raise StoreCorruptedError(str(path), detail="content does not match its digest")
+        return raw
+
+    async def list_blobs(self) -> dict[str, float]:
+        times = await self._read(lambda: self._times(self._root / "blobs", ""))
+        return {name: t for name, t in times.items() if _is_digest(name)}
+
+    async def delete_blobs(self, digests: Collection[str]) -> None:
+        paths = [self._blob_path(d) for d in digests]
+        await self._write(lambda: self._unlink_all(paths))
+
+    # -- garbage ----------------------------------------------------------------------
+
+    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
+        """Delete unreferenced segments and blobs, and temporary files a crash left."""
+        report = await collect_garbage(self, grace=grace)
+        cutoff = time.time() - grace
+        await self._write(lambda: self._remove_temporaries(cutoff))
+        return report
+
+    def _remove_temporaries(self, cutoff: float) -> None:
+        directories = [self._root / "segments", self._root / "blobs", self._root]
+        directories += [self._root / "records" / kind for kind in self._record_kinds()]
+        for directory in directories:
+            for entry in os.scandir(directory):
+                name = entry.name
+                is_temporary = name.startswith(".") and name.endswith(_TEMP_SUFFIX)
+                if is_temporary and entry.stat().st_mtime <= cutoff:
+                    Path(entry.path).unlink(missing_ok=True)
+
+
+def _is_digest(name: str) -> bool:
+    try:
+        validate_digest(name)
+    except ValueError:
+        return False
+    return True
+
+
+__all__ = ["SCHEMA_VERSION", "JsonFileStore"]
