@@ -34,7 +34,9 @@ from agent_threads.messages import (
 )
 from agent_threads.state import ImmutableState, MergePolicy
 from agent_threads.stores.base import Record, Row, ThreadStore, VacuumReport
+from agent_threads.stores.jsonfile import JsonFileStore
 from agent_threads.stores.memory import MemoryStore
+from agent_threads.stores.sqlite import SQLiteStore
 from agent_threads.thread import AgentThread, ThreadStats
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "DuplicateMessageError",
     "ImmutableState",
     "InvalidIdError",
+    "JsonFileStore",
     "MemoryStore",
     "MergePolicy",
     "Message",
@@ -57,6 +60,7 @@ __all__ = [
     "Record",
     "Role",
     "Row",
+    "SQLiteStore",
     "SchemaVersionError",
     "StateConflictError",
     "StoreCorruptedError",
