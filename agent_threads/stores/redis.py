@@ -25,7 +25,8 @@ which no valid id contains::
 Timestamps are the writing client's clock, as `vacuum()` compares them with the
 vacuuming client's clock. A command whose connection breaks raises the driver's
 `redis.exceptions.ConnectionError` and is not retried: a retried write could run
-twice (its reply was lost, not its effect). The next call reconnects.
+twice (its reply was lost, not its effect). The next call reconnects; a pooled
+connection the server closed while idle is replaced before use.
 """
 
 from __future__ import annotations
@@ -255,8 +256,14 @@ class RedisStore:
     async def _connection(self) -> redis.Redis:
         async with self._connect_lock:
             if self._client is None:
-                # no automatic retry: re-sending a write whose reply was lost could run it twice
-                client = redis.Redis.from_url(self._url, retry=Retry(NoBackoff(), 0))
+                client = redis.Redis.from_url(
+                    self._url,
+                    # no automatic retry: re-sending a write whose reply was lost runs it twice
+                    retry=Retry(NoBackoff(), 0),
+                    # RESP2: under RESP3, redis-py 8 stops replacing pooled connections
+                    # that the server closed while idle, so the next call would fail
+                    protocol=2,
+                )
                 self._scripts = {
                     name: client.register_script(source)
                     for name, source in [

@@ -1,0 +1,317 @@
+"""RedisStore beyond the protocol: key layout, namespaces, racing clients, cut connections."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from urllib.parse import urlparse
+
+import anyio
+import pytest
+import redis.asyncio as redis
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from agent_threads import (
+    ChatMessageThread,
+    ConflictError,
+    InvalidIdError,
+    Message,
+    Record,
+    Row,
+    StoreCorruptedError,
+)
+from agent_threads.stores.redis import RedisStore
+
+from .conftest import REDIS_URL, needs_server
+
+pytestmark = needs_server("redis")
+
+
+def texts(messages: object) -> list[str]:
+    return [m.text for m in messages]  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def admin() -> AsyncIterator[redis.Redis]:
+    async with redis.Redis.from_url(REDIS_URL, decode_responses=True) as client:
+        yield client
+
+
+@pytest.fixture
+async def store(admin: redis.Redis) -> AsyncIterator[RedisStore]:
+    opened = RedisStore(REDIS_URL, prefix=f"test-{uuid.uuid4().hex}")
+    async with opened:
+        yield opened
+    await _drop(admin, opened)
+
+
+async def _drop(admin: redis.Redis, store: RedisStore) -> None:
+    keys = [key async for key in admin.scan_iter(match=store.key_pattern, count=1000)]
+    if keys:
+        await admin.delete(*keys)
+
+
+async def _keys(admin: redis.Redis, store: RedisStore) -> dict[str, str]:
+    """Every key of the store, without the `{prefix}:` part, with its Redis type."""
+    found = {}
+    async for key in admin.scan_iter(match=store.key_pattern, count=1000):
+        found[str(key)[len(store.prefix) + 3 :]] = str(await admin.type(key))
+    return found
+
+
+# -- layout -----------------------------------------------------------------------------
+
+
+async def test_keys_follow_the_documented_layout(store: RedisStore, admin: redis.Redis) -> None:
+    await store.put_record(
+        Record(kind="thread", id="t1", owner="o", tags=("a", "b c")), expected_version=0
+    )
+    await store.append_rows("s1", 0, [Row("m1", '{"x": 1}')])
+    digest = await store.put_blob(b"state")
+    assert await _keys(admin, store) == {
+        "record:thread/t1": "hash",
+        "records": "zset",
+        "owner:o": "set",
+        "tag:a": "set",
+        "tag:b c": "set",
+        "segment:s1": "hash",
+        "segments": "zset",
+        "message:m1": "set",
+        f"blob:{digest}": "string",
+        "blobs": "zset",
+    }
+    base = "{" + store.prefix + "}:"
+    assert await admin.hget(base + "segment:s1", "0") == 'm1\n{"x": 1}'
+    assert await admin.smembers(base + "message:m1") == {"s1/0"}
+    assert await admin.hget(base + "record:thread/t1", "version") == "1"
+
+
+async def test_deleting_everything_leaves_only_the_score_sets_empty(
+    store: RedisStore, admin: redis.Redis
+) -> None:
+    await store.put_record(
+        Record(kind="thread", id="t1", owner="o", tags=("a",)), expected_version=0
+    )
+    await store.append_rows("s1", 0, [Row("m1", "{}")])
+    digest = await store.put_blob(b"state")
+    assert await store.delete_record("thread", "t1")
+    await store.delete_segments(["s1"])
+    await store.delete_blobs([digest])
+    assert await _keys(admin, store) == {}
+
+
+async def test_retagging_a_record_moves_it_between_tag_indexes(store: RedisStore) -> None:
+    first = await store.put_record(Record(kind="k", id="r", tags=("old",)), expected_version=0)
+    await store.put_record(Record(kind="k", id="r", tags=("new",)), expected_version=first.version)
+    assert await store.list_records(tags=["old"]) == []
+    assert [r.id for r in await store.list_records(tags=["new"])] == ["r"]
+
+
+async def test_prefixes_that_extend_each_other_never_share_keys(admin: redis.Redis) -> None:
+    base = f"test-{uuid.uuid4().hex}"
+    outer, inner = (
+        RedisStore(REDIS_URL, prefix=base),
+        RedisStore(REDIS_URL, prefix=base + ":record"),
+    )
+    try:
+        async with outer, inner:
+            # without the braces both would be the key `<base>:record:record:k/r`
+            await inner.put_record(Record(kind="k", id="r"), expected_version=0)
+            await outer.put_record(Record(kind="record:k", id="r"), expected_version=0)
+            assert [(r.kind, r.id) for r in await inner.list_records()] == [("k", "r")]
+            assert [(r.kind, r.id) for r in await outer.list_records()] == [("record:k", "r")]
+    finally:
+        await _drop(admin, outer)
+        await _drop(admin, inner)
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "{x}", "a/b", "x" * 129])
+def test_bad_prefix_is_rejected(bad: str) -> None:
+    with pytest.raises(InvalidIdError, match="prefix"):
+        RedisStore(REDIS_URL, prefix=bad)
+
+
+async def test_foreign_data_under_a_key_is_reported_as_corruption(
+    store: RedisStore, admin: redis.Redis
+) -> None:
+    base = "{" + store.prefix + "}:"
+    await admin.set(base + "segment:s1", "not a hash")
+    with pytest.raises(StoreCorruptedError, match="segment:s1"):
+        await store.read_rows("s1", 0, 1)
+    await admin.hset(base + "record:k/r", mapping={"version": "1", "doc": "{not json"})
+    with pytest.raises(StoreCorruptedError, match="record:k/r"):
+        await store.get_record("k", "r")
+
+
+# -- races between clients --------------------------------------------------------------
+
+
+async def test_of_many_clients_appending_at_one_position_exactly_one_wins(
+    store: RedisStore,
+) -> None:
+    clients = [RedisStore(REDIS_URL, prefix=store.prefix) for _ in range(8)]
+    outcomes: list[str] = []
+
+    async def append(client: RedisStore, n: int) -> None:
+        try:
+            await client.append_rows("contended", 0, [Row(f"m{n}", f'"{n}"'), Row(f"n{n}", "0")])
+            outcomes.append(f"m{n}")
+        except ConflictError:
+            outcomes.append("conflict")
+
+    try:
+        async with anyio.create_task_group() as group:
+            for n, client in enumerate(clients):
+                group.start_soon(append, client, n)
+    finally:
+        for client in clients:
+            await client.aclose()
+    winners = [o for o in outcomes if o != "conflict"]
+    assert len(winners) == 1 and len(outcomes) == 8
+    assert await store.locate_message(winners[0]) == [("contended", 0)]
+
+
+async def test_of_many_clients_setting_one_version_exactly_one_wins(store: RedisStore) -> None:
+    await store.put_record(Record(kind="k", id="r"), expected_version=0)
+    clients = [RedisStore(REDIS_URL, prefix=store.prefix) for _ in range(8)]
+    won: list[int] = []
+
+    async def put(client: RedisStore, n: int) -> None:
+        try:
+            await client.put_record(Record(kind="k", id="r", data={"n": n}), expected_version=1)
+            won.append(n)
+        except ConflictError:
+            pass
+
+    try:
+        async with anyio.create_task_group() as group:
+            for n, client in enumerate(clients):
+                group.start_soon(put, client, n)
+    finally:
+        for client in clients:
+            await client.aclose()
+    stored = await store.get_record("k", "r")
+    assert len(won) == 1 and stored is not None
+    assert (stored.version, stored.data) == (2, {"n": won[0]})
+
+
+# -- cut connections --------------------------------------------------------------------
+
+
+class ReplyDroppingProxy:
+    """A loopback TCP proxy to Redis that can drop replies, holding a command in flight.
+
+    Once a request containing `marker` passes, replies are dropped: the server has
+    run the command, its client waits for an answer. The test then cuts the proxy's
+    upstream connection with CLIENT KILL, as a network failure or an operator would.
+    """
+
+    def __init__(self, group: TaskGroup, target: tuple[str, int]) -> None:
+        self._group = group
+        self._target = target
+        self.marker: bytes | None = None
+        self.dropped = anyio.Event()
+        self.upstream_address = ""
+        self.port = 0
+
+    async def start(self) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        self.port = listener.extra(SocketAttribute.local_port)
+
+        async def run() -> None:
+            async with listener:
+                await listener.serve(self._serve)
+
+        self._group.start_soon(run)
+
+    async def _serve(self, client: SocketStream) -> None:
+        upstream = await anyio.connect_tcp(*self._target)
+        async with client, upstream, anyio.create_task_group() as group:
+            group.start_soon(self._requests, client, upstream)
+            await self._replies(upstream, client)
+            group.cancel_scope.cancel()
+
+    async def _requests(self, client: SocketStream, upstream: SocketStream) -> None:
+        async for chunk in client:
+            if self.marker is not None and self.marker in chunk and not self.upstream_address:
+                address = upstream.extra(SocketAttribute.local_address)
+                assert isinstance(address, tuple)
+                self.upstream_address = f"{address[0]}:{address[1]}"
+            await upstream.send(chunk)
+
+    async def _replies(self, upstream: SocketStream, client: SocketStream) -> None:
+        async for chunk in upstream:  # ends when the server closes the connection
+            if self.upstream_address:
+                self.dropped.set()  # lost on the way back: the command did run
+                continue
+            await client.send(chunk)
+
+    def release(self) -> None:
+        self.marker, self.upstream_address = None, ""
+
+
+def _url_through(port: int) -> str:
+    parsed = urlparse(REDIS_URL)
+    userinfo = parsed.netloc.rpartition("@")[0]
+    netloc = f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
+    return parsed._replace(netloc=netloc).geturl()
+
+
+@pytest.mark.parametrize(
+    ("cut_during", "marker", "kept"),
+    [
+        ("append_rows", b"}:segment:", False),  # rows written, record never published
+        ("put_record", b"}:record:thread/", True),  # record published, reply lost
+    ],
+)
+async def test_connection_cut_mid_append_fails_clearly_then_recovers(
+    store: RedisStore, admin: redis.Redis, cut_during: str, marker: bytes, kept: bool
+) -> None:
+    parsed = urlparse(REDIS_URL)
+    async with anyio.create_task_group() as group:
+        proxy = ReplyDroppingProxy(group, (parsed.hostname or "127.0.0.1", parsed.port or 6379))
+        await proxy.start()
+        async with RedisStore(_url_through(proxy.port), prefix=store.prefix) as cut_store:
+            thread = await ChatMessageThread.create(cut_store)
+            await thread.on_new_messages([Message.user("a"), Message.user("b")])
+            failures: list[BaseException] = []
+
+            async def append() -> None:
+                try:
+                    await thread.on_new_messages([Message.user("in flight")])
+                except RedisConnectionError as exc:
+                    failures.append(exc)
+
+            proxy.marker = marker
+            async with anyio.create_task_group() as writers:
+                writers.start_soon(append)
+                with anyio.fail_after(10):
+                    await proxy.dropped.wait()
+                assert await admin.client_kill_filter(_type=None, addr=proxy.upstream_address) == 1
+            proxy.release()
+
+            assert len(failures) == 1, cut_during
+            assert "connection" in str(failures[0]).lower()
+            expected = ["a", "b", "in flight"] if kept else ["a", "b"]
+            reloaded = await ChatMessageThread.load(thread.id, store=store)
+            assert texts(reloaded.messages) == expected  # all or nothing, never torn
+            await thread.on_new_messages([Message.user("after")])  # the same handle recovers
+            reloaded = await ChatMessageThread.load(thread.id, store=cut_store)
+            assert texts(reloaded.messages) == [*expected, "after"]
+        group.cancel_scope.cancel()
+
+
+async def test_connection_killed_between_calls_is_replaced(
+    store: RedisStore, admin: redis.Redis
+) -> None:
+    name = f"cut-{uuid.uuid4().hex}"
+    async with RedisStore(
+        REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}", prefix=store.prefix
+    ) as named:
+        await named.put_record(Record(kind="k", id="r"), expected_version=0)
+        clients = [c for c in await admin.client_list() if c["name"] == name]
+        assert clients
+        for client in clients:
+            await admin.client_kill_filter(_id=client["id"])
+        assert (await named.get_record("k", "r")) is not None
