@@ -9,8 +9,10 @@ from typing import Any, Self
 from pydantic import JsonValue, ValidationError
 
 from agent_threads import log
+from agent_threads._history import read_history, store_history
 from agent_threads._ids import new_id
 from agent_threads._segment_cache import MessageList, SegmentCache
+from agent_threads.checkpoints import save_checkpoint
 from agent_threads.errors import (
     ConflictError,
     DuplicateMessageError,
@@ -114,16 +116,21 @@ class ChatMessageThread(AgentThread):
         title: str | None = None,
         tags: Iterable[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        auto_checkpoint: bool = False,
     ) -> Self:
         """Create and store a new, empty thread (in a new MemoryStore if none is given).
+
+        With `auto_checkpoint=True` every `on_new_messages` batch is followed by a
+        checkpoint (reason `"auto"`), so every turn is a time-travel point; forks inherit it.
 
         Raises:
             ConflictError: the store already holds a thread with this id.
             InvalidIdError: `id` is not a valid id.
         """
         store = MemoryStore() if store is None else store
+        extra = {**_log_data((), None), "auto_checkpoint": bool(auto_checkpoint)}
         record = cls._new_record(
-            thread_id=id, title=title, tags=tags, metadata=metadata, extra=_log_data((), None)
+            thread_id=id, title=title, tags=tags, metadata=metadata, extra=extra
         )
         stored = await _put_new(store, record)
         return cls._bind(store, stored, ImmutableState())._attach(SegmentCache(), lazy=False)
@@ -158,6 +165,11 @@ class ChatMessageThread(AgentThread):
     def ranges(self) -> Ranges:
         """The piece table: `(segment_id, start, end)` ranges whose concatenation is the thread."""
         return self._ranges
+
+    @property
+    def auto_checkpoint(self) -> bool:
+        """Whether each `on_new_messages` batch records a checkpoint."""
+        return self._record.data.get("auto_checkpoint") is True
 
     @property
     def is_lazy(self) -> bool:
@@ -244,6 +256,8 @@ class ChatMessageThread(AgentThread):
         rows = [Row(m.id, m.model_dump_json()) for m in batch]
         async with self._lock:
             await self._append(batch, rows, retries)
+            if self.auto_checkpoint:  # after the append: a crash in between loses a point only
+                await save_checkpoint(self, reason="auto")
 
     async def _append(self, batch: list[Message], rows: list[Row], retries: int) -> None:
         force_new = False
@@ -369,7 +383,7 @@ class ChatMessageThread(AgentThread):
                 fork_point=None if last is None else last.id,
                 stats=stats,
                 state_digest=digest if isinstance(digest, str) else None,
-                extra=_log_data(ranges, None),
+                extra=self._fork_data(ranges),
             )
             stored = await _put_new(self._store, record)
             return (
@@ -385,6 +399,31 @@ class ChatMessageThread(AgentThread):
     def _share_into(self, twin: Self) -> None:
         twin._attach(self._cache, lazy=self._lazy)
 
+    # -- hooks for checkpoints and time travel (see AgentThread) -------------------------
+
+    def _content_ranges(self) -> Ranges:
+        return self._ranges
+
+    async def _read_ranges(self, ranges: Ranges) -> Sequence[Message]:
+        await self._fill_cache(ranges)
+        return MessageList(self._cache, ranges)
+
+    def _messages_in_memory(self) -> bool:
+        return not self._lazy
+
+    async def _index_of(self, message_id: str) -> int:
+        return await self.index_of(message_id)
+
+    def _rollback_data(self, ranges: Ranges) -> dict[str, JsonValue]:
+        # the open segment stays: appends after the last range's end open a new segment
+        return {"ranges": [r.to_json() for r in ranges], "head": log.length(ranges)}
+
+    def _fork_data(self, ranges: Ranges) -> dict[str, JsonValue]:
+        return {**_log_data(ranges, None), "auto_checkpoint": self.auto_checkpoint}
+
+    def _bind_fork(self, record: Record, state: ImmutableState) -> Self:
+        return type(self)._bind(self._store, record, state)._attach(self._cache, lazy=self._lazy)
+
     # -- JSON export ----------------------------------------------------------------
 
     def _export_content(self) -> dict[str, Any]:
@@ -392,15 +431,20 @@ class ChatMessageThread(AgentThread):
             raise NotLoadedError(
                 self.id, what="the message list", hint="load it without lazy=True to export it"
             )
-        return {"messages": [m.model_dump(mode="json") for m in self.messages]}
+        return {
+            "messages": [m.model_dump(mode="json") for m in self.messages],
+            "auto_checkpoint": self.auto_checkpoint,
+        }
 
     @classmethod
     async def _import(cls, document: dict[str, Any], store: ThreadStore) -> Self:
         messages = list(MESSAGES_ADAPTER.validate_python(document.get("messages", [])))
         _as_messages(messages, str(document.get("id")))
+        history = read_history(document)
+        pool = [*messages, *history.messages]  # the thread now, then what only checkpoints reach
         segment_id = new_id()
         ranges = log.extend((), segment_id, 0, len(messages))
-        open_segment = OpenSegment(segment_id, len(messages)) if messages else None
+        open_segment = OpenSegment(segment_id, len(pool)) if pool else None
         state = ImmutableState(document.get("state") or {})
         handle_state_digest = await store.put_blob(state.to_json_bytes()) if state else None
         record = cls._new_record(
@@ -412,19 +456,20 @@ class ChatMessageThread(AgentThread):
             fork_point=document.get("fork_point"),
             stats=ThreadStats.model_validate(document.get("stats") or {}),
             state_digest=handle_state_digest,
-            extra=_log_data(ranges, open_segment),
+            extra={
+                **_log_data(ranges, open_segment),
+                "auto_checkpoint": document.get("auto_checkpoint") is True,
+            },
         )
         if isinstance(document.get("created_at"), str):
             record = record.model_copy(
                 update={"data": {**record.data, "created_at": document["created_at"]}}
             )
-        if messages:  # rows before the record: a crash leaves orphans, not a torn thread
-            await store.append_rows(
-                segment_id, 0, [Row(m.id, m.model_dump_json()) for m in messages]
-            )
-        stored = await _put_new(store, record)
+        if pool:  # rows before the records: a crash leaves orphans, not a torn thread
+            await store.append_rows(segment_id, 0, [Row(m.id, m.model_dump_json()) for m in pool])
+        stored = await store_history(store, record, segment_id, pool, history)
         handle = cls._bind(store, stored, state)._attach(SegmentCache(), lazy=False)
-        handle._cache.put(segment_id, 0, messages)
+        handle._cache.put(segment_id, 0, pool)
         return handle
 
 

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, ClassVar, Self, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -21,14 +21,19 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from agent_threads._ids import new_id, validate_id
 from agent_threads.errors import (
     ConflictError,
+    MessageNotFoundError,
     SchemaVersionError,
     StoreCorruptedError,
     ThreadNotFoundError,
 )
+from agent_threads.log import Ranges
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, ThreadStore, validate_tag
 from agent_threads.stores.memory import MemoryStore
+
+if TYPE_CHECKING:  # checkpoints.py builds on this module; methods below import it when called
+    from agent_threads.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
 
 SCHEMA_VERSION = 1
 """Version of the thread record and of the `to_json` format this code writes."""
@@ -87,6 +92,15 @@ def _clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, JsonValue]:
         return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
     except (TypeError, ValueError) as exc:
         raise TypeError(f"thread metadata must be JSON-serializable: {exc}") from exc
+
+
+def _origin(data: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """The point a thread starts from: its ranges, state and stats at creation or fork."""
+    return {
+        "ranges": data.get("ranges") or [],
+        "state": data.get("state"),
+        "stats": data.get("stats"),
+    }
 
 
 class AgentThread(ABC):
@@ -162,6 +176,7 @@ class AgentThread(ABC):
             "blobs": [state_digest] if state_digest else [],
             **(extra or {}),
         }
+        data["origin"] = _origin(data)
         return Record(kind=THREAD_KIND, id=thread_id, tags=_clean_tags(tags), data=data)
 
     @classmethod
@@ -376,18 +391,31 @@ class AgentThread(ABC):
         return await self._store.put_blob(state.to_json_bytes())
 
     def _blob_refs(self, state_digest: str | None) -> list[JsonValue]:
-        """The `blobs` list of the record: what this thread keeps alive in the blob store."""
-        return [state_digest] if state_digest else []
+        """The `blobs` list of the record: what this thread keeps alive in the blob store.
+
+        That is its state and the state it started from (`at(message_id=...)` may use it).
+        """
+        origin = self._record.data.get("origin")
+        started = origin.get("state") if isinstance(origin, dict) else None
+        refs = [d for d in (state_digest, started) if isinstance(d, str)]
+        return list(dict.fromkeys(refs))
 
     async def delete(self) -> None:
-        """Delete the thread's record. Its forks keep working; `vacuum()` frees the rest.
+        """Delete the thread's record, then its checkpoints. Its forks keep working.
+
+        `vacuum()` frees the segments and blobs nothing references any more. The thread
+        record goes first, so a crash in between leaves unreachable checkpoint records
+        (which keep their segments alive), never a thread without its history.
 
         Raises:
             ThreadNotFoundError: it was already deleted.
         """
+        from agent_threads.checkpoints import delete_checkpoints
+
         async with self._lock:
             if not await self._store.delete_record(THREAD_KIND, self.id):
                 raise ThreadNotFoundError(self.id)
+            await delete_checkpoints(self)
 
     # -- copies and forks -----------------------------------------------------------
 
@@ -401,6 +429,7 @@ class AgentThread(ABC):
         data["created_at"] = data["updated_at"] = _now_iso()
         if reset_stats:
             data["stats"] = ThreadStats().model_dump()
+            data["origin"] = _origin(data)
         record = Record(
             kind=THREAD_KIND,
             id=new_id() if id is None else validate_id(id, what="thread id"),
@@ -430,10 +459,148 @@ class AgentThread(ABC):
     ) -> AgentThread:
         """A new thread holding this one's content (up to `message_id`, inclusive)."""
 
+    # -- checkpoints and time travel (the logic is in checkpoints.py) --------------------
+
+    async def checkpoint(
+        self, label: str | None = None, *, metadata: Mapping[str, Any] | None = None
+    ) -> Checkpoint:
+        """Record the thread as this handle sees it now; `at()` and `rollback()` return to it.
+
+        Stores its ranges, state digest (an unchanged state costs nothing), stats and a
+        timestamp in a checkpoint record owned by the thread: O(number of ranges), whatever
+        the history length. Call `refresh()` first to include other handles' writes.
+
+        Raises:
+            InvalidIdError: the label is empty, over 128 characters or has control characters.
+        """
+        from agent_threads.checkpoints import save_checkpoint
+
+        async with self._lock:
+            return await save_checkpoint(self, label=label, metadata=metadata)
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        """Every checkpoint of the thread, oldest first (automatic ones included)."""
+        from agent_threads.checkpoints import list_checkpoints
+
+        return await list_checkpoints(self)
+
+    async def get_checkpoint(self, id_or_label: str) -> Checkpoint:
+        """The checkpoint with this id, else the newest one with this label.
+
+        Raises:
+            CheckpointNotFoundError: the thread has no such checkpoint.
+        """
+        from agent_threads.checkpoints import find_checkpoint
+
+        return await find_checkpoint(self, id_or_label)
+
+    async def at(
+        self, checkpoint: Checkpoint | str | None = None, *, message_id: str | None = None
+    ) -> ThreadSnapshot[Self]:
+        """The thread as it was at a checkpoint (or its id or label), or at a message.
+
+        The snapshot holds the messages, state and stats exactly as they were, whatever
+        happened since. `at(message_id=m)` holds the messages up to and including `m`;
+        its state is the one recorded at the nearest known point before it on the same
+        path (a checkpoint, the thread's start, or now), and its stats are that point's
+        plus the messages after it.
+
+        Raises:
+            CheckpointNotFoundError: the thread has no such checkpoint.
+            MessageNotFoundError: the thread holds no message `message_id`.
+        """
+        from agent_threads.checkpoints import snapshot
+
+        async with self._lock:
+            return await snapshot(self, checkpoint, message_id)
+
+    async def rollback(
+        self, checkpoint: Checkpoint | str | None = None, *, message_id: str | None = None
+    ) -> Checkpoint:
+        """Move the thread to a checkpoint or back to a message; returns the old head's checkpoint.
+
+        Messages after the point leave the thread's head; state and stats return to it
+        (for a message, as `at(message_id=...)` shows them). Nothing is deleted: the old
+        head is first saved as a checkpoint labelled `"before-rollback"`, and rolling
+        back to it restores everything. Later appends go to a new segment, never over the
+        abandoned messages. A compare-and-set on the thread record, like an append: if
+        another handle moved the thread meanwhile, its head is what gets saved.
+
+        Raises:
+            CheckpointNotFoundError: the thread has no such checkpoint.
+            MessageNotFoundError: the thread holds no message `message_id`.
+            ConflictError: other writers kept moving the thread.
+        """
+        from agent_threads.checkpoints import rollback
+
+        async with self._lock:
+            return await rollback(self, checkpoint, message_id)
+
+    async def lineage(self) -> list[Ancestor]:
+        """The threads this one descends from by forks, parent first, up to the root.
+
+        Stops at a deleted ancestor (listed with `deleted=True`: its own parent is unknown).
+        """
+        from agent_threads.checkpoints import lineage
+
+        return await lineage(self)
+
+    # Hooks for checkpoints.py; the defaults describe a thread without messages.
+
+    def _content_ranges(self) -> Ranges:
+        """The thread's piece table (what a checkpoint records)."""
+        return ()
+
+    async def _read_ranges(self, ranges: Ranges) -> Sequence[Message]:
+        """The messages of `ranges`, read from the store if not in memory."""
+        return ()
+
+    def _messages_in_memory(self) -> bool:
+        """Whether snapshots of this handle load their messages eagerly (not lazy)."""
+        return True
+
+    async def _index_of(self, message_id: str) -> int:
+        """The index of a message in the thread (MessageNotFoundError if absent)."""
+        raise MessageNotFoundError(message_id, thread_id=self.id)
+
+    def _rollback_data(self, ranges: Ranges) -> dict[str, JsonValue]:
+        """The record data that makes `ranges` the thread's content (for a rollback)."""
+        return {}
+
+    def _fork_data(self, ranges: Ranges) -> dict[str, JsonValue]:
+        """The record data of a new thread whose content is `ranges` (for a fork)."""
+        return {}
+
+    def _bind_fork(self, record: Record, state: ImmutableState) -> Self:
+        """A handle on a fork of this thread, sharing what this one holds in memory."""
+        return type(self)._bind(self._store, record, state)
+
     # -- JSON export ----------------------------------------------------------------
 
     def to_json(self) -> str:
-        """The whole thread as a JSON document a person can read and `from_json` can load."""
+        """The thread as it is now, as a JSON document a person can read and `from_json` loads.
+
+        Checkpoints live in the store, so this synchronous export leaves them out; use
+        `await thread.export()` for the whole history.
+        """
+        return json.dumps(self._export_document(), ensure_ascii=False, indent=1)
+
+    async def export(self) -> str:
+        """The thread with its whole history: `to_json()` plus every checkpoint.
+
+        The `"history"` section holds each checkpoint (id, label, time, metadata, state,
+        stats) and every message a checkpoint reaches that the thread no longer holds
+        (e.g. abandoned by a rollback), each stored once. `from_json` restores them all,
+        so time travel and rollback work the same in the store it is imported into.
+        """
+        from agent_threads._history import export_history
+
+        async with self._lock:
+            document = self._export_document()
+            document["history"] = await export_history(self)
+        return json.dumps(document, ensure_ascii=False, indent=1)
+
+    def _export_document(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "format": EXPORT_FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -449,7 +616,7 @@ class AgentThread(ABC):
             "state": self._state.to_dict(),
             **self._export_content(),
         }
-        return json.dumps(document, ensure_ascii=False, indent=1)
+        return document
 
     @abstractmethod
     def _export_content(self) -> dict[str, Any]:

@@ -1,0 +1,298 @@
+"""A thread's history in an export: its checkpoints and every message they need.
+
+`export()` adds a `"history"` section to the `to_json` document. Messages are laid out
+once each in a *pool*: the document's `"messages"` (the thread now) followed by
+`history.messages` (what only checkpoints still reach, e.g. messages a rollback
+abandoned). Each checkpoint lists its content as `[start, end)` ranges over that pool,
+so a checkpoint per turn adds a few bytes, not a copy of the conversation. States are
+stored once each, by digest, under `history.states`.
+
+On import the pool becomes one new segment, so every checkpoint reads back exactly,
+with its original id, label, time, state and stats.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from agent_threads import log
+from agent_threads.checkpoints import (
+    CHECKPOINT_KIND,
+    Checkpoint,
+    CheckpointReason,
+    checkpoint_record,
+    list_checkpoints,
+    origin_point,
+)
+from agent_threads.errors import ConflictError, StoreCorruptedError
+from agent_threads.log import Range, Ranges
+from agent_threads.messages import Message
+from agent_threads.state import ImmutableState
+from agent_threads.stores.base import Record, ThreadStore
+from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+class _Pool:
+    """Segment positions laid out once each, in order of first use: the export's messages."""
+
+    def __init__(self) -> None:
+        self.runs: list[Range] = []
+        self.length = 0
+        self._spans: dict[str, list[tuple[int, int, int]]] = {}  # (start, end, pool start)
+
+    def place(self, ranges: Sequence[Range], *, add: bool) -> list[list[int]] | None:
+        """`ranges` as pool ranges, adding positions not laid out yet (None if `not add`)."""
+        out: list[list[int]] = []
+        for r in ranges:
+            position = r.start
+            while position < r.end:
+                piece = self._piece(r.segment_id, position, r.end, add=add)
+                if piece is None:
+                    return None
+                lo, hi, position = piece
+                if out and out[-1][1] == lo:
+                    out[-1][1] = hi
+                else:
+                    out.append([lo, hi])
+        return out
+
+    def _piece(
+        self, segment_id: str, position: int, end: int, *, add: bool
+    ) -> tuple[int, int, int] | None:
+        """The pool run holding `segment_id[position:]` as far as it goes, and where it stops."""
+        spans = self._spans.setdefault(segment_id, [])
+        i = bisect.bisect_right(spans, (position, math.inf, math.inf)) - 1
+        if i >= 0 and spans[i][0] <= position < spans[i][1]:
+            start, stop, base = spans[i]
+            upto = min(end, stop)
+            return base + position - start, base + upto - start, upto
+        if not add:
+            return None
+        upto = min(end, spans[i + 1][0]) if i + 1 < len(spans) else end
+        base = self.length
+        bisect.insort(spans, (position, upto, base))
+        self.runs.append(Range(segment_id, position, upto))
+        self.length += upto - position
+        return base, base + upto - position, upto
+
+
+async def export_history(thread: AgentThread) -> dict[str, Any]:
+    """The `"history"` section of `thread.export()`. Caller holds the thread's lock."""
+    pool = _Pool()
+    current = thread._content_ranges()
+    placed = pool.place(current, add=True)
+    if placed and placed != [[0, log.length(current)]]:
+        raise StoreCorruptedError(f"thread {thread.id!r}", detail="its ranges repeat a position")
+    current_runs = len(pool.runs)
+    entries = []
+    digests: list[str] = []
+    for checkpoint in await list_checkpoints(thread):
+        entries.append(_checkpoint_entry(checkpoint, pool.place(checkpoint.piece_table, add=True)))
+        if checkpoint.state_digest:
+            digests.append(checkpoint.state_digest)
+    origin = origin_point(thread)
+    origin_entry = None
+    if origin is not None and (ranges := pool.place(origin.ranges, add=False)) is not None:
+        origin_entry = {
+            "ranges": ranges,
+            "state": origin.state_digest,
+            "stats": origin.stats.model_dump(),
+        }
+        digests.extend([origin.state_digest] if origin.state_digest else [])
+    extra = await thread._read_ranges(tuple(pool.runs[current_runs:]))
+    return {
+        "messages": [m.model_dump(mode="json") for m in extra],
+        "states": {d: await _read_state(thread.store, d) for d in dict.fromkeys(digests)},
+        "checkpoints": entries,
+        "origin": origin_entry,
+    }
+
+
+def _checkpoint_entry(checkpoint: Checkpoint, ranges: list[list[int]] | None) -> dict[str, Any]:
+    entry = checkpoint.model_dump(mode="json", exclude={"thread_id", "ranges", "state_digest"})
+    return {**entry, "state": checkpoint.state_digest, "ranges": ranges or []}
+
+
+async def _read_state(store: ThreadStore, digest: str) -> dict[str, Any]:
+    blob = await store.get_blob(digest)
+    if blob is None:
+        raise StoreCorruptedError(f"blob {digest}", detail="a recorded state is missing")
+    state: dict[str, Any] = json.loads(blob)
+    return state
+
+
+# -- import ---------------------------------------------------------------------------
+
+
+class _ExportedPoint(BaseModel):
+    model_config = _FORBID
+    ranges: list[tuple[int, int]] = Field(default_factory=list)
+    state: str | None = None
+    stats: ThreadStats = Field(default_factory=ThreadStats)
+
+
+class _ExportedCheckpoint(_ExportedPoint):
+    id: str
+    label: str | None = None
+    reason: CheckpointReason = "manual"
+    created_at: AwareDatetime
+    message_count: int = Field(ge=0)
+    last_message_id: str | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class History(BaseModel):
+    """The `"history"` section of an export, validated."""
+
+    model_config = _FORBID
+    messages: tuple[Message, ...] = ()
+    states: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    checkpoints: tuple[_ExportedCheckpoint, ...] = ()
+    origin: _ExportedPoint | None = None
+
+
+def read_history(document: dict[str, Any]) -> History:
+    """The history of an export document (empty if it has none).
+
+    Raises:
+        ValueError: the section is malformed, naming the thread.
+    """
+    raw = document.get("history")
+    if raw is None:
+        return History()
+    try:
+        return History.model_validate(raw)
+    except ValidationError as exc:
+        raise ValueError(f"thread export {document.get('id')!r}: bad history: {exc}") from exc
+
+
+async def store_history(
+    store: ThreadStore,
+    record: Record,
+    segment_id: str,
+    pool: Sequence[Message],
+    history: History,
+) -> Record:
+    """Write an import's states and checkpoints, then its thread record; returns that record.
+
+    The pool's rows must already be in `segment_id`. Checkpoints go before the thread
+    record, and are deleted again if the thread record cannot be written.
+
+    Raises:
+        ConflictError: the thread or one of its checkpoints already exists in `store`.
+        ValueError: the history does not fit the pool (a hand-edited file).
+    """
+    if await store.get_record(THREAD_KIND, record.id) is not None:
+        raise ConflictError(f"thread {record.id!r}", detail="a thread with this id already exists")
+    digests = {
+        old: await store.put_blob(ImmutableState(state).to_json_bytes())
+        for old, state in history.states.items()
+    }
+    where = f"thread export {record.id!r}"
+    checkpoints = [
+        _imported_checkpoint(c, record.id, segment_id, pool, digests, where)
+        for c in history.checkpoints
+    ]
+    if history.origin is not None:
+        record = _with_origin(record, history.origin, segment_id, pool, digests, where)
+    written = await _put_checkpoints(store, checkpoints)
+    try:
+        return await store.put_record(record, expected_version=0)
+    except ConflictError as exc:
+        for checkpoint_id in written:
+            await store.delete_record(CHECKPOINT_KIND, checkpoint_id)
+        raise ConflictError(
+            f"thread {record.id!r}", detail="a thread with this id already exists"
+        ) from exc
+
+
+async def _put_checkpoints(store: ThreadStore, checkpoints: list[Checkpoint]) -> list[str]:
+    written: list[str] = []
+    for checkpoint in checkpoints:
+        try:
+            await store.put_record(checkpoint_record(checkpoint), expected_version=0)
+        except ConflictError as exc:
+            for checkpoint_id in written:
+                await store.delete_record(CHECKPOINT_KIND, checkpoint_id)
+            raise ConflictError(
+                f"checkpoint {checkpoint.id!r}", detail="it already exists in this store"
+            ) from exc
+        written.append(checkpoint.id)
+    return written
+
+
+def _pool_ranges(
+    pairs: Sequence[tuple[int, int]], segment_id: str, pool: Sequence[Message], where: str
+) -> Ranges:
+    ranges: Ranges = ()
+    for start, end in pairs:
+        if not 0 <= start <= end <= len(pool):
+            raise ValueError(f"{where}: range [{start}, {end}) outside its {len(pool)} messages")
+        ranges = log.extend(ranges, segment_id, start, end - start)
+    return ranges
+
+
+def _digest(old: str | None, digests: dict[str, str], where: str) -> str | None:
+    if old is None:
+        return None
+    if old not in digests:
+        raise ValueError(f"{where}: state {old} is not in history.states")
+    return digests[old]
+
+
+def _imported_checkpoint(
+    entry: _ExportedCheckpoint,
+    thread_id: str,
+    segment_id: str,
+    pool: Sequence[Message],
+    digests: dict[str, str],
+    where: str,
+) -> Checkpoint:
+    where = f"{where} checkpoint {entry.id!r}"
+    ranges = _pool_ranges(entry.ranges, segment_id, pool, where)
+    last = pool[ranges[-1].end - 1].id if ranges else None
+    if last != entry.last_message_id or log.length(ranges) != entry.message_count:
+        raise ValueError(f"{where}: its ranges do not end at message {entry.last_message_id!r}")
+    return Checkpoint(
+        id=entry.id,
+        thread_id=thread_id,
+        label=entry.label,
+        reason=entry.reason,
+        created_at=entry.created_at,
+        message_count=entry.message_count,
+        last_message_id=last,
+        metadata=entry.metadata,
+        stats=entry.stats,
+        state_digest=_digest(entry.state, digests, where),
+        ranges=tuple((r.segment_id, r.start, r.end) for r in ranges),
+    )
+
+
+def _with_origin(
+    record: Record,
+    origin: _ExportedPoint,
+    segment_id: str,
+    pool: Sequence[Message],
+    digests: dict[str, str],
+    where: str,
+) -> Record:
+    ranges = _pool_ranges(origin.ranges, segment_id, pool, f"{where} origin")
+    state = _digest(origin.state, digests, f"{where} origin")
+    data = dict(record.data)
+    data["origin"] = {
+        "ranges": [r.to_json() for r in ranges],
+        "state": state,
+        "stats": origin.stats.model_dump(),
+    }
+    blobs = data.get("blobs")
+    refs = [*(blobs if isinstance(blobs, list) else []), *([state] if state else [])]
+    data["blobs"] = list(dict.fromkeys(refs))
+    return record.model_copy(update={"data": data})
