@@ -5,6 +5,7 @@ pluggable stores and resumed later.
 """
 
 from agent_threads.chat import ChatMessageThread
+from agent_threads.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
 from agent_threads.errors import (
     AgentThreadsError,
     CheckpointNotFoundError,
@@ -42,7 +43,9 @@ from agent_threads.thread import AgentThread, ThreadStats
 __all__ = [
     "AgentThread",
     "AgentThreadsError",
+    "Ancestor",
     "ChatMessageThread",
+    "Checkpoint",
     "CheckpointNotFoundError",
     "ConflictError",
     "DataPart",
@@ -68,6 +71,7 @@ __all__ = [
     "TextPart",
     "ThinkingPart",
     "ThreadNotFoundError",
+    "ThreadSnapshot",
     "ThreadStats",
     "ThreadStore",
     "ToolCallPart",
