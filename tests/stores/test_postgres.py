@@ -1,0 +1,358 @@
+"""PostgresStore beyond the protocol: schema, migrations, JSONB, racing clients, cut connections."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlencode, urlparse
+
+import anyio
+import asyncpg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_threads import (
+    ChatMessageThread,
+    ConflictError,
+    InvalidIdError,
+    MemoryStore,
+    Message,
+    Record,
+    Row,
+    SchemaVersionError,
+    StoreCorruptedError,
+)
+from agent_threads.stores import postgres
+from agent_threads.stores.postgres import SCHEMA_VERSION, PostgresStore
+
+from .conftest import POSTGRES_DSN, needs_server
+
+pytestmark = needs_server("postgres")
+
+
+def texts(messages: object) -> list[str]:
+    return [m.text for m in messages]  # type: ignore[attr-defined]
+
+
+def fresh_schema() -> str:
+    return f"test_{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+async def admin() -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(POSTGRES_DSN)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
+async def schema(admin: asyncpg.Connection) -> AsyncIterator[str]:
+    """A schema name no one uses; dropped after the test."""
+    name = fresh_schema()
+    yield name
+    await admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+async def store(schema: str) -> AsyncIterator[PostgresStore]:
+    async with PostgresStore(POSTGRES_DSN, schema=schema, max_size=4) as opened:
+        yield opened
+
+
+# -- schema and migrations ------------------------------------------------------------------
+
+
+async def test_first_use_creates_the_schema_at_the_current_version(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    versions = await admin.fetch(f'SELECT version FROM "{store.schema}".schema_version')
+    assert [v["version"] for v in versions] == list(range(1, SCHEMA_VERSION + 1))
+    tables = await admin.fetch(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = $1", store.schema
+    )
+    assert {t["table_name"] for t in tables} == {
+        "schema_version",
+        "records",
+        "segments",
+        "segment_rows",
+        "blobs",
+    }
+
+
+async def test_reopening_keeps_data_and_migrates_nothing(schema: str) -> None:
+    async with PostgresStore(POSTGRES_DSN, schema=schema) as first:
+        await first.put_record(Record(kind="k", id="r", data={"n": 1}), expected_version=0)
+    async with PostgresStore(POSTGRES_DSN, schema=schema) as second:
+        stored = await second.get_record("k", "r")
+    assert stored is not None and stored.data == {"n": 1}
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(
+    store: PostgresStore, admin: asyncpg.Connection, schema: str
+) -> None:
+    await store.put_record(Record(kind="k", id="r"), expected_version=0)
+    newer = SCHEMA_VERSION + 1
+    await admin.execute(f'INSERT INTO "{schema}".schema_version (version) VALUES ($1)', newer)
+    with pytest.raises(SchemaVersionError, match=schema) as caught:
+        async with PostgresStore(POSTGRES_DSN, schema=schema):
+            pass
+    assert (caught.value.found, caught.value.supported) == (newer, SCHEMA_VERSION)
+    assert await admin.fetchval(f'SELECT count(*) FROM "{schema}".records') == 1
+
+
+async def test_an_older_schema_is_migrated_in_order_keeping_its_data(
+    store: PostgresStore, admin: asyncpg.Connection, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.put_record(Record(kind="k", id="r", data={"n": 1}), expected_version=0)
+    await store.aclose()
+    extra = ("ALTER TABLE records ADD COLUMN note text DEFAULT 'v2'",)
+    monkeypatch.setattr(postgres, "MIGRATIONS", (*postgres.MIGRATIONS, extra))
+    monkeypatch.setattr(postgres, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    async with PostgresStore(POSTGRES_DSN, schema=schema) as upgraded:
+        stored = await upgraded.get_record("k", "r")
+    assert stored is not None and stored.data == {"n": 1}
+    assert await admin.fetchval(f'SELECT note FROM "{schema}".records') == "v2"
+    assert await admin.fetchval(f'SELECT max(version) FROM "{schema}".schema_version') == (
+        SCHEMA_VERSION + 1
+    )
+
+
+async def test_stores_opening_a_new_schema_at_once_migrate_it_once(
+    schema: str, admin: asyncpg.Connection
+) -> None:
+    stores = [PostgresStore(POSTGRES_DSN, schema=schema, max_size=1) for _ in range(5)]
+    try:
+        async with anyio.create_task_group() as group:
+            for opening in stores:
+                group.start_soon(opening.__aenter__)
+    finally:
+        for opened in stores:
+            await opened.aclose()
+    versions = await admin.fetch(f'SELECT version FROM "{schema}".schema_version')
+    assert [v["version"] for v in versions] == list(range(1, SCHEMA_VERSION + 1))
+
+
+@pytest.mark.parametrize("bad", ["", 'x"; DROP SCHEMA public; --', "1abc", "a-b", "a" * 64])
+def test_bad_schema_names_are_rejected_before_any_sql(bad: str) -> None:
+    with pytest.raises(InvalidIdError, match="schema"):
+        PostgresStore(POSTGRES_DSN, schema=bad)
+
+
+# -- how data is kept ------------------------------------------------------------------------
+
+
+async def test_records_are_jsonb_and_queryable(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    await store.put_record(Record(kind="k", id="r", data={"title": "hi"}), expected_version=0)
+    row = await admin.fetchrow(
+        f"SELECT jsonb_typeof(data), data->>'title' FROM \"{store.schema}\".records"
+    )
+    assert row is not None and tuple(row) == ("object", "hi")
+
+
+async def test_the_database_itself_refuses_a_second_row_at_a_position(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    await store.append_rows("s", 0, [Row("m", "{}")])
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await admin.execute(
+            f'INSERT INTO "{store.schema}".segment_rows VALUES ($1, 0, $2, $3)', "s", "x", "{}"
+        )
+
+
+async def test_hostile_text_is_stored_as_plain_values(store: PostgresStore) -> None:
+    hostile = "'); DROP TABLE records; --"
+    record = Record(kind="k", id="r", tags=(hostile,), data={hostile: hostile})
+    await store.put_record(record, expected_version=0)
+    await store.append_rows("s", 0, [Row("m", hostile)])
+    assert [r.data for r in await store.list_records(tags=[hostile])] == [{hostile: hostile}]
+    assert await store.read_rows("s", 0, 1) == [hostile]
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(st.characters(exclude_characters="\x00")),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(st.characters(exclude_characters="\x00")), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with the same types all the way down (1.0 is not 1)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=JSON_VALUES)
+async def test_record_data_reads_back_as_from_the_memory_store(
+    store: PostgresStore, value: Any
+) -> None:
+    record = Record(kind="k", id=uuid.uuid4().hex, data={"v": value})
+    reference = MemoryStore()
+    await reference.put_record(record, expected_version=0)
+    await store.put_record(record, expected_version=0)
+    expected = await reference.get_record("k", record.id)
+    got = await store.get_record("k", record.id)
+    assert expected is not None and got is not None
+    assert _same(got.data, expected.data)
+
+
+async def test_nul_characters_are_refused_clearly_and_nothing_is_kept(
+    store: PostgresStore,
+) -> None:
+    with pytest.raises(ValueError, match="NUL"):
+        await store.put_record(Record(kind="k", id="r", data={"a": "x\x00y"}), expected_version=0)
+    with pytest.raises(ValueError, match="NUL"):
+        await store.append_rows("s", 0, [Row("m0", "ok"), Row("m1", "x\x00y")])
+    assert await store.get_record("k", "r") is None
+    assert await store.locate_message("m0") == []
+
+
+async def test_an_undecodable_record_is_reported_as_corruption(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    await store.put_record(Record(kind="k", id="r"), expected_version=0)
+    await admin.execute(f"UPDATE \"{store.schema}\".records SET data = '[1, 2]'")
+    with pytest.raises(StoreCorruptedError, match="k/r"):
+        await store.get_record("k", "r")
+
+
+# -- racing clients ------------------------------------------------------------------------
+
+
+async def test_of_many_clients_appending_at_one_position_exactly_one_wins(
+    store: PostgresStore,
+) -> None:
+    clients = [PostgresStore(POSTGRES_DSN, schema=store.schema, max_size=1) for _ in range(6)]
+    winners: list[int] = []
+
+    async def append(client: PostgresStore, n: int) -> None:
+        try:
+            await client.append_rows("contended", 0, [Row(f"m{n}", "{}"), Row(f"n{n}", "{}")])
+            winners.append(n)
+        except ConflictError as exc:
+            assert "contended" in str(exc)
+
+    try:
+        async with anyio.create_task_group() as group:
+            for n, client in enumerate(clients):
+                group.start_soon(append, client, n)
+    finally:
+        for client in clients:
+            await client.aclose()
+    assert len(winners) == 1
+    assert await store.locate_message(f"n{winners[0]}") == [("contended", 1)]
+
+
+async def test_of_many_clients_setting_one_version_exactly_one_wins(store: PostgresStore) -> None:
+    await store.put_record(Record(kind="k", id="r"), expected_version=0)
+    clients = [PostgresStore(POSTGRES_DSN, schema=store.schema, max_size=1) for _ in range(6)]
+    won: list[int] = []
+
+    async def put(client: PostgresStore, n: int) -> None:
+        try:
+            await client.put_record(Record(kind="k", id="r", data={"n": n}), expected_version=1)
+            won.append(n)
+        except ConflictError:
+            pass
+
+    try:
+        async with anyio.create_task_group() as group:
+            for n, client in enumerate(clients):
+                group.start_soon(put, client, n)
+    finally:
+        for client in clients:
+            await client.aclose()
+    stored = await store.get_record("k", "r")
+    assert len(won) == 1 and stored is not None
+    assert (stored.version, stored.data) == (2, {"n": won[0]})
+
+
+# -- cut connections -------------------------------------------------------------------------
+
+
+def _named_dsn(name: str) -> str:
+    parsed = urlparse(POSTGRES_DSN)
+    query = f"{parsed.query}&" if parsed.query else ""
+    return parsed._replace(query=query + urlencode({"application_name": name})).geturl()
+
+
+async def _backends(admin: asyncpg.Connection, name: str, *, waiting: bool) -> list[int]:
+    rows = await admin.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = $1"
+        " AND (NOT $2 OR wait_event_type = 'Lock')",
+        name,
+        waiting,
+    )
+    return [row["pid"] for row in rows]
+
+
+async def test_connection_cut_mid_append_fails_clearly_then_recovers(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    name = f"cut-{uuid.uuid4().hex[:12]}"
+    async with PostgresStore(_named_dsn(name), schema=store.schema, max_size=2) as cut_store:
+        thread = await ChatMessageThread.create(cut_store)
+        await thread.on_new_messages([Message.user("a"), Message.user("b")])
+        failures: list[BaseException] = []
+
+        async def append() -> None:
+            try:
+                await thread.on_new_messages([Message.user("in flight")])
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+                failures.append(exc)
+
+        locker = await asyncpg.connect(POSTGRES_DSN)
+        try:
+            async with locker.transaction(), anyio.create_task_group() as group:
+                # hold the thread's row: the append's rows commit, its record update waits
+                await locker.execute(
+                    f'SELECT 1 FROM "{store.schema}".records WHERE id = $1 FOR UPDATE', thread.id
+                )
+                group.start_soon(append)
+                with anyio.fail_after(10):
+                    # the server's state, which no in-process event can signal: poll it
+                    while not (pids := await _backends(admin, name, waiting=True)):  # noqa: ASYNC110
+                        await anyio.sleep(0.01)
+                assert await admin.fetchval("SELECT pg_terminate_backend($1)", pids[0])
+        finally:
+            await locker.close()
+
+        assert len(failures) == 1
+        assert "terminat" in str(failures[0]).lower() or "closed" in str(failures[0]).lower()
+        reloaded = await ChatMessageThread.load(thread.id, store=store)
+        assert texts(reloaded.messages) == ["a", "b"]  # the record was never half-updated
+        await thread.on_new_messages([Message.user("after")])  # the same handle recovers
+        reloaded = await ChatMessageThread.load(thread.id, store=cut_store)
+        assert texts(reloaded.messages) == ["a", "b", "after"]
+
+
+async def test_connection_killed_between_calls_is_replaced(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    name = f"idle-{uuid.uuid4().hex[:12]}"
+    async with PostgresStore(_named_dsn(name), schema=store.schema, max_size=1) as named:
+        await named.put_record(Record(kind="k", id="r"), expected_version=0)
+        for pid in await _backends(admin, name, waiting=False):  # wait until it is gone
+            assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+        assert (await named.get_record("k", "r")) is not None
