@@ -1,0 +1,504 @@
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from agent_threads import (
+    AgentThread,
+    ChatMessageThread,
+    Checkpoint,
+    CheckpointNotFoundError,
+    ConflictError,
+    InvalidIdError,
+    MemoryStore,
+    Message,
+    MessageNotFoundError,
+    NotLoadedError,
+    ReadOnlyError,
+    Record,
+    SchemaVersionError,
+    StoreCorruptedError,
+    ThreadSnapshot,
+    Usage,
+)
+from agent_threads.checkpoints import CHECKPOINT_KIND, ROLLBACK_LABEL
+
+
+def texts(messages: object) -> list[str]:
+    return [m.text for m in messages]  # type: ignore[attr-defined]
+
+
+def turn(text: str, tokens: int = 1) -> Message:
+    return Message.user(text, usage=Usage(input_tokens=tokens))
+
+
+async def chat(*words: str, store: MemoryStore | None = None) -> ChatMessageThread:
+    thread = await ChatMessageThread.create(store or MemoryStore(), title="t")
+    if words:
+        await thread.on_new_messages([turn(w) for w in words])
+    return thread
+
+
+# -- recording -------------------------------------------------------------------------
+
+
+async def test_checkpoint_records_ranges_state_stats_label_and_metadata() -> None:
+    thread = await chat("a", "b")
+    await thread.update_state({"step": 1})
+    cp = await thread.checkpoint("first", metadata={"why": "test"})
+    assert cp.thread_id == thread.id and cp.label == "first" and cp.reason == "manual"
+    assert cp.message_count == 2 and cp.last_message_id == thread.messages[-1].id
+    assert cp.piece_table == thread.ranges and cp.stats == thread.stats
+    assert cp.metadata == {"why": "test"} and cp.state_digest == thread.state.digest
+    record = await thread.store.get_record(CHECKPOINT_KIND, cp.id)
+    assert record is not None and record.owner == thread.id
+    assert record.data["ranges"] == [list(r) for r in cp.ranges]
+    assert record.data["blobs"] == [cp.state_digest]
+
+
+async def test_checkpoint_record_holds_ranges_not_messages() -> None:
+    thread = await chat(*[f"message {i} " * 20 for i in range(500)])
+    cp = await thread.checkpoint()
+    record = await thread.store.get_record(CHECKPOINT_KIND, cp.id)
+    assert record is not None and len(record.model_dump_json()) < 1000
+
+
+async def test_unchanged_state_adds_no_blob() -> None:
+    store = MemoryStore()
+    thread = await chat("a", store=store)
+    await thread.update_state({"k": "v"})
+    blobs = await store.list_blobs()
+    first, second = await thread.checkpoint(), await thread.checkpoint()
+    assert await store.list_blobs() == blobs
+    assert first.state_digest == second.state_digest is not None
+
+
+async def test_checkpoints_list_oldest_first() -> None:
+    thread = await chat()
+    made = []
+    for word in "abc":
+        await thread.on_new_messages([turn(word)])
+        made.append(await thread.checkpoint(word))
+    assert await thread.checkpoints() == made
+
+
+async def test_get_checkpoint_by_id_or_newest_label() -> None:
+    thread = await chat("a")
+    old = await thread.checkpoint("same label")
+    await thread.on_new_messages([turn("b")])
+    new = await thread.checkpoint("same label")
+    assert await thread.get_checkpoint(old.id) == old
+    assert await thread.get_checkpoint("same label") == new
+
+
+async def test_unknown_checkpoint_names_itself_and_the_thread() -> None:
+    thread = await chat("a")
+    with pytest.raises(CheckpointNotFoundError, match=rf"'nope'.*{thread.id}") as caught:
+        await thread.get_checkpoint("nope")
+    assert caught.value.checkpoint == "nope"
+    with pytest.raises(CheckpointNotFoundError):
+        await thread.at("not a label either")
+
+
+async def test_another_threads_checkpoint_is_not_found() -> None:
+    store = MemoryStore()
+    one, other = await chat("a", store=store), await chat("b", store=store)
+    cp = await other.checkpoint("mine")
+    with pytest.raises(CheckpointNotFoundError):
+        await one.get_checkpoint(cp.id)
+    with pytest.raises(CheckpointNotFoundError):
+        await one.at(cp)
+    with pytest.raises(CheckpointNotFoundError):
+        await one.rollback(cp)
+
+
+@pytest.mark.parametrize("label", ["", "x" * 129, "tab\there"])
+async def test_bad_label_is_rejected(label: str) -> None:
+    thread = await chat("a")
+    with pytest.raises(InvalidIdError, match="checkpoint label"):
+        await thread.checkpoint(label)
+    assert await thread.checkpoints() == []
+
+
+async def test_metadata_must_be_json() -> None:
+    thread = await chat("a")
+    with pytest.raises(TypeError, match="metadata"):
+        await thread.checkpoint(metadata={"when": object()})
+
+
+async def test_newer_checkpoint_schema_is_refused_and_garbage_reported() -> None:
+    thread = await chat("a")
+    cp = await thread.checkpoint()
+    stored = await thread.store.get_record(CHECKPOINT_KIND, cp.id)
+    assert stored is not None
+    newer = stored.model_copy(update={"data": {**stored.data, "schema_version": 99}})
+    await thread.store.put_record(newer, expected_version=stored.version)
+    with pytest.raises(SchemaVersionError, match=cp.id):
+        await thread.checkpoints()
+    broken = Record(kind=CHECKPOINT_KIND, id="broken", owner=thread.id, data={"schema_version": 1})
+    await thread.store.put_record(broken, expected_version=0)
+    with pytest.raises(StoreCorruptedError, match="broken"):
+        await thread.get_checkpoint("broken")
+
+
+# -- time travel ------------------------------------------------------------------------
+
+
+async def test_at_checkpoint_is_exact_after_appends_state_changes_and_rollbacks() -> None:
+    thread = await chat("a", "b")
+    await thread.update_state({"n": 1})
+    cp = await thread.checkpoint("two")
+    await thread.on_new_messages([turn("c", 5)])
+    await thread.update_state({"n": 2})
+    await thread.rollback(message_id=thread.messages[0].id)
+    await thread.on_new_messages([turn("z")])
+    snap = await thread.at("two")
+    assert isinstance(snap, ThreadSnapshot) and snap.checkpoint == cp
+    assert texts(snap.messages) == ["a", "b"] and snap.state == {"n": 1}
+    assert snap.stats.message_count == 2 and snap.stats.input_tokens == 2
+
+
+async def test_at_survives_deleting_the_thread_it_was_forked_from() -> None:
+    store = MemoryStore()
+    parent = await chat("a", "b", store=store)
+    child = await parent.fork()
+    await child.on_new_messages([turn("c")])
+    cp = await child.checkpoint()
+    await child.rollback(message_id=child.messages[0].id)
+    await parent.delete()
+    await store.vacuum(grace=0)
+    reloaded = await ChatMessageThread.load(child.id, store=store)
+    assert texts((await reloaded.at(cp)).messages) == ["a", "b", "c"]
+
+
+async def test_at_message_uses_the_nearest_checkpoint_state_before_it() -> None:
+    thread = await chat("a")
+    await thread.update_state({"seen": "a"})
+    await thread.checkpoint()
+    await thread.on_new_messages([turn("b", 3), turn("c", 4)])
+    await thread.update_state({"seen": "c"})
+    snap = await thread.at(message_id=thread.messages[1].id)
+    assert texts(snap.messages) == ["a", "b"] and snap.checkpoint is None
+    assert snap.state == {"seen": "a"}
+    assert snap.stats.message_count == 2 and snap.stats.input_tokens == 4
+    assert snap.last_message_id == thread.messages[1].id
+
+
+async def test_at_last_message_is_the_thread_now() -> None:
+    thread = await chat("a", "b")
+    await thread.update_state({"now": True})
+    snap = await thread.at(message_id=thread.messages[-1].id)
+    assert snap.state == {"now": True} and snap.stats == thread.stats
+
+
+async def test_at_message_before_any_checkpoint_starts_from_empty_state() -> None:
+    thread = await chat("a", "b")
+    await thread.update_state({"late": 1})
+    snap = await thread.at(message_id=thread.messages[0].id)
+    assert snap.state == {} and snap.stats.message_count == 1
+
+
+async def test_at_unknown_message_raises() -> None:
+    thread = await chat("a")
+    with pytest.raises(MessageNotFoundError, match="ghost"):
+        await thread.at(message_id="ghost")
+
+
+async def test_at_needs_exactly_one_target() -> None:
+    thread = await chat("a")
+    cp = await thread.checkpoint()
+    with pytest.raises(TypeError, match="not both"):
+        await thread.at()
+    with pytest.raises(TypeError, match="not both"):
+        await thread.at(cp, message_id=thread.messages[0].id)
+
+
+async def test_snapshot_is_read_only() -> None:
+    thread = await chat("a")
+    snap = await thread.at(await thread.checkpoint())
+    with pytest.raises(ReadOnlyError, match=r"snapshot.*fork"):
+        await snap.on_new_messages([turn("b")])
+    with pytest.raises(ReadOnlyError):
+        await snap.update_state({"x": 1})
+    with pytest.raises(ReadOnlyError):
+        await snap.rollback()
+    with pytest.raises(ReadOnlyError):
+        await snap.update(title="x")
+    with pytest.raises(ReadOnlyError):
+        await snap.delete()
+    with pytest.raises(ReadOnlyError):
+        snap.anything = 1
+    assert texts(thread.messages) == ["a"]
+
+
+async def test_snapshot_fork_is_a_live_thread_from_that_point() -> None:
+    thread = await chat("a", "b")
+    await thread.update_state({"v": 1})
+    cp = await thread.checkpoint()
+    await thread.on_new_messages([turn("c")])
+    fork = await (await thread.at(cp)).fork(title="retry")
+    assert isinstance(fork, ChatMessageThread)
+    assert texts(fork.messages) == ["a", "b"] and fork.state == {"v": 1}
+    assert fork.parent_id == thread.id and fork.fork_point == cp.last_message_id
+    assert fork.title == "retry" and fork.stats.message_count == 0
+    await fork.on_new_messages([turn("d")])
+    assert texts(thread.messages) == ["a", "b", "c"]
+    reloaded = await ChatMessageThread.load(fork.id, store=thread.store)
+    assert texts(reloaded.messages) == ["a", "b", "d"]
+
+
+async def test_lazy_handle_snapshot_pages_its_messages() -> None:
+    thread = await chat("a", "b", "c")
+    cp = await thread.checkpoint()
+    lazy = await ChatMessageThread.load(thread.id, store=thread.store, lazy=True)
+    snap = await lazy.at(cp)
+    with pytest.raises(NotLoadedError):
+        snap.messages  # noqa: B018
+    assert texts(await snap.get_messages(-2)) == ["b", "c"]
+    assert (await lazy.checkpoint()).last_message_id == thread.messages[-1].id
+
+
+# -- rollback ---------------------------------------------------------------------------
+
+
+async def test_rollback_restores_messages_state_stats_and_saves_the_head() -> None:
+    thread = await chat("a")
+    await thread.update_state({"n": 1})
+    cp = await thread.checkpoint()
+    await thread.on_new_messages([turn("b", 7)])
+    await thread.update_state({"n": 2})
+    saved = await thread.rollback(cp)
+    assert texts(thread.messages) == ["a"] and thread.state == {"n": 1}
+    assert thread.stats == cp.stats
+    assert saved.label == ROLLBACK_LABEL and saved.reason == "rollback"
+    assert saved.message_count == 2 and await thread.get_checkpoint(ROLLBACK_LABEL) == saved
+    reloaded = await ChatMessageThread.load(thread.id, store=thread.store)
+    assert texts(reloaded.messages) == ["a"] and reloaded.state == {"n": 1}
+
+
+async def test_rolling_forward_to_the_saved_head_restores_everything() -> None:
+    thread = await chat("a", "b")
+    await thread.update_state({"n": 2})
+    before = (list(thread.messages), thread.state, thread.stats)
+    saved = await thread.rollback(message_id=thread.messages[0].id)
+    await thread.rollback(saved)
+    assert (list(thread.messages), thread.state, thread.stats) == before
+
+
+async def test_appends_after_rollback_never_overwrite_abandoned_messages() -> None:
+    thread = await chat("a", "b", "c")
+    saved = await thread.rollback(message_id=thread.messages[0].id)
+    await thread.on_new_messages([turn("x"), turn("y")])
+    assert len(thread.ranges) == 2
+    assert texts(thread.messages) == ["a", "x", "y"]
+    assert texts((await thread.at(saved)).messages) == ["a", "b", "c"]
+    reloaded = await ChatMessageThread.load(thread.id, store=thread.store)
+    assert texts((await reloaded.at(saved)).messages) == ["a", "b", "c"]
+
+
+async def test_rollback_of_a_stale_handle_saves_the_newest_head() -> None:
+    store = MemoryStore()
+    first = await chat("a", store=store)
+    cp = await first.checkpoint()
+    second = await ChatMessageThread.load(first.id, store=store)
+    await second.on_new_messages([turn("from second")])
+    saved = await first.rollback(cp)  # first has not seen the second's append
+    assert texts((await first.at(saved)).messages) == ["a", "from second"]
+    assert [c.id for c in await first.checkpoints()] == [cp.id, saved.id]
+
+
+async def test_concurrent_rollbacks_lose_no_head() -> None:
+    store = MemoryStore()
+    one = await chat("a", store=store)
+    start = await one.checkpoint("start")
+    two = await ChatMessageThread.load(one.id, store=store)
+    await one.on_new_messages([turn("b")])
+    await two.refresh()
+    async with anyio.create_task_group() as group:
+        group.start_soon(one.rollback, start)
+        group.start_soon(two.rollback, start)
+    saved = [c for c in await one.checkpoints() if c.reason == "rollback"]
+    assert len(saved) == 2
+    assert sorted(c.message_count for c in saved) == [1, 2]
+
+
+async def test_rollback_to_a_deleted_checkpoint_is_refused() -> None:
+    store = MemoryStore()
+    thread = await chat("a", store=store)
+    cp = await thread.checkpoint()
+    await store.delete_record(CHECKPOINT_KIND, cp.id)
+    with pytest.raises(CheckpointNotFoundError):
+        await thread.rollback(cp)
+
+
+async def test_rollback_keeps_abandoned_segments_through_vacuum() -> None:
+    store = MemoryStore()
+    thread = await chat("a", "b", store=store)
+    saved = await thread.rollback(message_id=thread.messages[0].id)
+    await thread.on_new_messages([turn("c")])
+    await store.vacuum(grace=0)
+    fresh = await ChatMessageThread.load(thread.id, store=store)
+    assert texts((await fresh.at(saved)).messages) == ["a", "b"]
+
+
+# -- automatic checkpoints ------------------------------------------------------------------
+
+
+async def test_auto_checkpoint_records_one_per_batch_and_persists() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store, auto_checkpoint=True)
+    await thread.on_new_messages([turn("a"), turn("b")])
+    await thread.on_new_messages([turn("c")])
+    cps = await thread.checkpoints()
+    assert [(c.reason, c.message_count) for c in cps] == [("auto", 2), ("auto", 3)]
+    reloaded = await ChatMessageThread.load(thread.id, store=store)
+    assert reloaded.auto_checkpoint
+    await reloaded.on_new_messages([turn("d")])
+    assert len(await thread.checkpoints()) == 3
+    fork = await reloaded.fork()
+    assert fork.auto_checkpoint and not (await chat()).auto_checkpoint
+
+
+# -- export, import, delete, lineage ---------------------------------------------------------
+
+
+async def _history_thread(store: MemoryStore) -> ChatMessageThread:
+    thread = await ChatMessageThread.create(store, title="h", auto_checkpoint=True)
+    await thread.on_new_messages([turn("a")])
+    await thread.update_state({"n": 1})
+    await thread.checkpoint("one", metadata={"m": 1})
+    await thread.on_new_messages([turn("b", 2)])
+    await thread.update_state({"n": 2})
+    await thread.rollback("one")
+    await thread.on_new_messages([turn("c")])
+    return thread
+
+
+async def test_export_and_import_keep_every_checkpoint_exactly() -> None:
+    thread = await _history_thread(MemoryStore())
+    elsewhere = MemoryStore()
+    imported = await AgentThread.from_json(await thread.export(), store=elsewhere)
+    assert isinstance(imported, ChatMessageThread) and imported.auto_checkpoint
+    assert imported.messages == thread.messages and imported.state == thread.state
+    originals, copies = await thread.checkpoints(), await imported.checkpoints()
+    assert [c.model_dump(exclude={"ranges"}) for c in copies] == [
+        c.model_dump(exclude={"ranges"}) for c in originals
+    ]
+    for original, copy in zip(originals, copies, strict=True):
+        then, now = await thread.at(original), await imported.at(copy)
+        assert now.messages == then.messages and now.state == then.state
+        assert now.stats == then.stats
+    abandoned = await imported.get_checkpoint(ROLLBACK_LABEL)
+    await imported.rollback(abandoned)
+    assert texts(imported.messages) == ["a", "b"] and imported.state == {"n": 2}
+
+
+async def test_imported_thread_appends_after_its_pool() -> None:
+    thread = await _history_thread(MemoryStore())
+    elsewhere = MemoryStore()
+    imported = await AgentThread.from_json(await thread.export(), store=elsewhere)
+    assert isinstance(imported, ChatMessageThread)
+    await imported.on_new_messages([turn("d")])
+    abandoned = await imported.get_checkpoint(ROLLBACK_LABEL)
+    assert texts((await imported.at(abandoned)).messages) == ["a", "b"]
+    assert texts(imported.messages) == ["a", "c", "d"]
+
+
+async def test_export_stores_each_message_and_state_once() -> None:
+    thread = await ChatMessageThread.create(auto_checkpoint=True)
+    await thread.update_state({"big": "x" * 1000})
+    for i in range(50):
+        await thread.on_new_messages([turn(f"m{i}")])
+    document = json.loads(await thread.export())
+    assert len(document["history"]["checkpoints"]) == 50
+    assert document["history"]["messages"] == [] and len(document["history"]["states"]) == 1
+    assert document["history"]["checkpoints"][9]["ranges"] == [[0, 10]]
+
+
+async def test_to_json_still_exports_the_thread_without_history() -> None:
+    thread = await _history_thread(MemoryStore())
+    document = json.loads(thread.to_json())
+    assert "history" not in document
+    imported = await AgentThread.from_json(document, store=MemoryStore())
+    assert await imported.checkpoints() == []
+
+
+async def test_import_over_an_existing_thread_writes_no_checkpoint() -> None:
+    store = MemoryStore()
+    thread = await _history_thread(store)
+    before = await store.list_records(CHECKPOINT_KIND)
+    with pytest.raises(ConflictError, match=thread.id):
+        await AgentThread.from_json(await thread.export(), store=store)
+    assert await store.list_records(CHECKPOINT_KIND) == before
+
+
+async def test_import_of_a_taken_checkpoint_id_rolls_back_its_writes() -> None:
+    thread = await _history_thread(MemoryStore())
+    document = json.loads(await thread.export())
+    taken = MemoryStore()
+    last = document["history"]["checkpoints"][-1]["id"]
+    await taken.put_record(Record(kind=CHECKPOINT_KIND, id=last), expected_version=0)
+    with pytest.raises(ConflictError, match=last):
+        await AgentThread.from_json(document, store=taken)
+    assert [r.id for r in await taken.list_records()] == [last]
+
+
+async def test_hand_edited_history_is_rejected_with_a_reason() -> None:
+    thread = await _history_thread(MemoryStore())
+    document = json.loads(await thread.export())
+    document["history"]["checkpoints"][0]["ranges"] = [[0, 999]]
+    with pytest.raises(ValueError, match=r"outside"):
+        await AgentThread.from_json(document, store=MemoryStore())
+    document["history"]["checkpoints"] = [{"id": "x"}]
+    with pytest.raises(ValueError, match="bad history"):
+        await AgentThread.from_json(document, store=MemoryStore())
+
+
+async def test_delete_removes_checkpoints_and_vacuum_frees_their_segments() -> None:
+    store = MemoryStore()
+    thread = await _history_thread(store)
+    await thread.delete()
+    assert await store.list_records(CHECKPOINT_KIND) == []
+    await store.vacuum(grace=0)
+    assert await store.list_segments() == {} and await store.list_blobs() == {}
+
+
+async def test_lineage_lists_ancestors_up_to_the_root() -> None:
+    store = MemoryStore()
+    root = await chat("a", store=store)
+    child = await root.fork()
+    await child.on_new_messages([turn("b")])
+    grandchild = await (await child.at(message_id=child.messages[-1].id)).fork()
+    assert await root.lineage() == []
+    lineage = await grandchild.lineage()
+    assert [a.thread_id for a in lineage] == [child.id, root.id]
+    assert lineage[0].fork_point == child.messages[-1].id
+    assert lineage[1].fork_point == root.messages[-1].id and lineage[1].title == "t"
+    await child.delete()
+    assert [(a.thread_id, a.deleted) for a in await grandchild.lineage()] == [(child.id, True)]
+
+
+def test_checkpoints_work_on_trio() -> None:
+    async def main() -> list[str]:
+        thread = await chat("a", "b")
+        cp = await thread.checkpoint()
+        await thread.on_new_messages([turn("c")])
+        await thread.rollback(cp)
+        return texts(thread.messages)
+
+    assert anyio.run(main, backend="trio") == ["a", "b"]
+
+
+def test_checkpoint_model_checks_its_count() -> None:
+    with pytest.raises(ValueError, match="message_count"):
+        Checkpoint.model_validate(
+            {
+                "id": "c",
+                "thread_id": "t",
+                "created_at": "2026-01-01T00:00:00Z",
+                "message_count": 3,
+                "ranges": [["s", 0, 2]],
+            }
+        )
