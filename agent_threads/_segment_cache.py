@@ -42,6 +42,20 @@ class _Buffer:
             return False
         return all(m is not None for m in self.items[lo:hi])
 
+    def gaps(self, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """The runs `[lo, hi)` of positions in `[start, end)` not held yet."""
+        if self.has(start, end):
+            return
+        run_start = None
+        for position in range(start, end):
+            if self.get(position) is None:
+                run_start = position if run_start is None else run_start
+            elif run_start is not None:
+                yield run_start, position
+                run_start = None
+        if run_start is not None:
+            yield run_start, end
+
 
 class SegmentCache:
     """Decoded messages by `(segment_id, position)`.
@@ -76,7 +90,14 @@ class SegmentCache:
 
     def missing(self, ranges: Sequence[Range]) -> list[Range]:
         """The ranges (or parts) whose messages are not cached yet."""
-        return [r for r in ranges if len(r) and not self.has((r,))]
+        found = []
+        for r in ranges:
+            buffer = self._buffers.get(r.segment_id)
+            if buffer is None:
+                found += [r] if len(r) else []
+            else:
+                found += [Range(r.segment_id, lo, hi) for lo, hi in buffer.gaps(r.start, r.end)]
+        return found
 
     def get(self, segment_id: str, position: int) -> Message:
         """The cached message at a segment position (KeyError if not cached)."""
