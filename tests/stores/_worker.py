@@ -1,0 +1,123 @@
+"""A child process for tests/stores/test_processes.py: opens the store named on its command line.
+
+Usage: python _worker.py COMMAND STORE-SPEC [ARGS...]
+
+STORE-SPEC is `<kind>:<location>`; `OPENERS` maps each kind to a function opening that
+store at that location (a directory, a file, a key prefix...). A store joins the process
+tests with one entry here and one row in test_processes.PROCESS_STORES. Each command
+prints one JSON document on stdout (the crash writer prints one line per append instead).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from agent_threads import (
+    ChatMessageThread,
+    JsonFileStore,
+    Message,
+    SQLiteStore,
+    ThreadStore,
+    Usage,
+    tool_call,
+)
+
+OPENERS: dict[str, Callable[[str], ThreadStore]] = {
+    "jsonfile": JsonFileStore,
+    "sqlite": SQLiteStore,
+}
+
+RETRIES = 2_000
+"""Appends lose at most one race per message the other writer appends (500 each here)."""
+
+
+def open_store(spec: str) -> ThreadStore:
+    """The store a `<kind>:<location>` spec names (not opened yet)."""
+    kind, _, location = spec.partition(":")
+    return OPENERS[kind](location)
+
+
+def crash_text(tag: str, index: int) -> str:
+    """The text of the crash writer's message `index`: long, and checkable for wholeness."""
+    return f"{tag} {index} " + hashlib.sha256(f"{tag} {index}".encode()).hexdigest() * 8
+
+
+async def write_session(store: ThreadStore, args: list[str]) -> Any:
+    """Create a thread with everything a session has, and a fork; print their exports."""
+    thread = await ChatMessageThread.create(
+        store, title="resumable", tags=["resume", "test"], metadata={"user": "ada"}
+    )
+    call = tool_call("search", {"q": "tides"})
+    question = Message.user("When is high tide?")
+    await thread.on_new_messages(
+        [
+            Message.system("You are helpful."),
+            question,
+            Message.assistant("Let me look.", tool_calls=[call], usage=Usage(input_tokens=40)),
+            Message.tool_result(call.call_id, {"high": "14:02"}),
+            Message.assistant("At 14:02.", usage=Usage(output_tokens=7, cost=0.001)),
+        ]
+    )
+    await thread.update_state({"plan": {"step": 3}, "seen": ["tides"]})
+    fork = await thread.fork(message_id=question.id, title="second try")
+    await fork.on_new_messages([Message.assistant("Around two in the afternoon.")])
+    return {t.id: t.to_json() for t in (thread, fork)}
+
+
+async def read_session(store: ThreadStore, args: list[str]) -> Any:
+    """Load the threads named in `args` and print their exports."""
+    return {i: (await ChatMessageThread.load(i, store=store)).to_json() for i in args}
+
+
+async def append(store: ThreadStore, args: list[str]) -> Any:
+    """Append `count` messages `"<tag> <i>"` one by one; fork every `fork_every` appends."""
+    thread_id, tag, count, fork_every = args[0], args[1], int(args[2]), int(args[3])
+    thread = await ChatMessageThread.load(thread_id, store=store)
+    forks: dict[str, list[str]] = {}
+    for i in range(count):
+        await thread.on_new_messages([Message.user(f"{tag} {i}")], retries=RETRIES)
+        if fork_every and (i + 1) % fork_every == 0:
+            fork = await thread.fork()
+            forks[fork.id] = [m.text for m in fork.messages]
+    return {"forks": forks}
+
+
+async def crash_writer(store: ThreadStore, args: list[str]) -> Any:
+    """Append batches of `crash_text` messages until killed, printing the count after each."""
+    thread_id, tag, seed = args[0], args[1], int(args[2])
+    rng = random.Random(seed)
+    thread = await ChatMessageThread.load(thread_id, store=store, lazy=rng.random() < 0.5)
+    written = 0
+    print("ready", flush=True)
+    while True:
+        size = rng.randint(1, 4)
+        batch = [Message.user(crash_text(tag, written + i)) for i in range(size)]
+        await thread.on_new_messages(batch)
+        written += size
+        print(written, flush=True)
+
+
+COMMANDS: dict[str, Callable[[ThreadStore, list[str]], Awaitable[Any]]] = {
+    "write-session": write_session,
+    "read-session": read_session,
+    "append": append,
+    "crash-writer": crash_writer,
+}
+
+
+async def main(argv: list[str]) -> None:
+    command, spec, *args = argv
+    async with open_store(spec) as store:
+        result = await COMMANDS[command](store, args)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    anyio.run(main, sys.argv[1:])
