@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.stores.conftest import needs_server
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), re.M | re.S)
 
@@ -18,7 +20,16 @@ def test_readme_has_python_examples() -> None:
     assert len(BLOCKS) >= 3
 
 
-@pytest.mark.parametrize("source", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+def _servers_needed(source: str) -> list[pytest.MarkDecorator]:
+    """Skip marks (fail marks in CI) for the servers a block's stores talk to."""
+    needed = {"redis": "RedisStore(", "postgres": "PostgresStore("}
+    return [needs_server(kind) for kind, call in needed.items() if call in source]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [pytest.param(b, marks=_servers_needed(b), id=f"block{i}") for i, b in enumerate(BLOCKS)],
+)
 async def test_readme_block_runs(
     source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
