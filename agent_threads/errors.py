@@ -2,6 +2,7 @@
 
 AgentThreadsError
 ├── ThreadNotFoundError, MessageNotFoundError, CheckpointNotFoundError   (+ LookupError)
+├── SubThreadNotFoundError                                               (+ LookupError)
 ├── InvalidIdError, DuplicateMessageError                                (+ ValueError)
 ├── ConflictError, StateConflictError
 ├── ReadOnlyError                                                        (+ TypeError)
@@ -44,6 +45,18 @@ class CheckpointNotFoundError(AgentThreadsError, LookupError):
         self.checkpoint = checkpoint
         self.thread_id = thread_id
         super().__init__(f"checkpoint {checkpoint!r} not found in thread {thread_id!r}")
+
+
+class SubThreadNotFoundError(AgentThreadsError, LookupError):
+    """The workflow has no sub-thread under this key (or it was deleted)."""
+
+    def __init__(
+        self, key: str, *, workflow_id: str, known: tuple[str, ...] = (), detail: str = ""
+    ) -> None:
+        self.key = key
+        self.workflow_id = workflow_id
+        reason = detail or f"its keys are {list(known)}"
+        super().__init__(f"workflow {workflow_id!r} has no sub-thread {key!r}: {reason}")
 
 
 class InvalidIdError(AgentThreadsError, ValueError):
