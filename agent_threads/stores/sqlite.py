@@ -120,28 +120,30 @@ class SQLiteStore:
         return connection
 
     async def _migrate(self, connection: aiosqlite.Connection) -> None:
+        """Run the migrations this database has not seen yet, in one transaction."""
         await connection.execute("BEGIN IMMEDIATE")
         try:
             await connection.execute(
                 "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
             )
             found = await connection.execute_fetchall("SELECT version FROM schema_version")
-            version = int(_first(found)) if found else 0
-            if version > SCHEMA_VERSION:
+            version, supported = int(_first(found)) if found else 0, len(MIGRATIONS)
+            if version > supported:
                 raise SchemaVersionError(
-                    f"SQLite database {self._path}", found=version, supported=SCHEMA_VERSION
+                    f"SQLite database {self._path}", found=version, supported=supported
                 )
             for statements in MIGRATIONS[version:]:
                 for statement in statements:
                     await connection.execute(statement)
-            await connection.execute("DELETE FROM schema_version")
-            await connection.execute(
-                "INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,)
-            )
+            if version < supported:
+                await connection.execute("DELETE FROM schema_version")
+                await connection.execute(
+                    "INSERT INTO schema_version (version) VALUES (?)", (supported,)
+                )
             await connection.execute("COMMIT")
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await connection.execute("ROLLBACK")
+                await _rollback(connection)
             raise
 
     def _open(self) -> aiosqlite.Connection:

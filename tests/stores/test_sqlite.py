@@ -1,0 +1,143 @@
+"""What SQLiteStore promises beyond the protocol: WAL, schema versions, migrations, `:memory:`."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent_threads import (
+    ChatMessageThread,
+    Message,
+    Record,
+    SchemaVersionError,
+    SQLiteStore,
+    StoreCorruptedError,
+)
+from agent_threads.stores import sqlite as sqlite_module
+
+
+def query(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(path)
+    try:
+        return connection.execute(sql, params).fetchall()
+    finally:
+        connection.close()
+
+
+def execute(path: Path, sql: str, *params: object) -> None:
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute(sql, params)
+        connection.commit()
+    finally:
+        connection.close()
+
+
+async def saved_thread(path: Path, texts: list[str]) -> ChatMessageThread:
+    async with SQLiteStore(path) as store:
+        thread = await ChatMessageThread.create(store)
+        await thread.on_new_messages([Message.user(t) for t in texts])
+        return thread
+
+
+async def test_a_new_database_is_in_wal_mode_at_the_current_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    await saved_thread(path, ["a"])
+    assert query(path, "PRAGMA journal_mode") == [("wal",)]
+    assert query(path, "SELECT version FROM schema_version") == [(sqlite_module.SCHEMA_VERSION,)]
+
+
+async def test_a_database_written_by_a_newer_version_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    thread = await saved_thread(path, ["a"])
+    execute(path, "UPDATE schema_version SET version = 99")
+    with pytest.raises(SchemaVersionError, match=re.escape(str(path))) as caught:
+        async with SQLiteStore(path):
+            pass
+    assert (caught.value.found, caught.value.supported) == (99, sqlite_module.SCHEMA_VERSION)
+    assert query(path, "SELECT version FROM schema_version") == [(99,)]
+    assert query(path, "SELECT id FROM records") == [(thread.id,)]
+
+
+async def test_migrations_run_in_order_from_the_stored_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "threads.db"
+    thread = await saved_thread(path, ["a", "b"])
+    extra = ("CREATE TABLE notes (text TEXT)", "INSERT INTO notes VALUES ('migrated')")
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", [*sqlite_module.MIGRATIONS, extra])
+    async with SQLiteStore(path) as store:
+        loaded = await ChatMessageThread.load(thread.id, store=store)
+        assert [m.text for m in loaded.messages] == ["a", "b"]
+    async with SQLiteStore(path):  # already at the new version: runs nothing twice
+        pass
+    assert query(path, "SELECT version FROM schema_version") == [(2,)]
+    assert query(path, "SELECT text FROM notes") == [("migrated",)]
+
+
+async def test_memory_databases_work_and_are_private_to_their_store() -> None:
+    async with SQLiteStore(":memory:") as first, SQLiteStore(":memory:") as second:
+        thread = await ChatMessageThread.create(first)
+        await thread.on_new_messages([Message.user("only here")])
+        loaded = await ChatMessageThread.load(thread.id, store=first)
+        assert [m.text for m in loaded.messages] == ["only here"]
+        assert await second.list_records() == []
+
+
+async def test_a_file_that_is_not_a_database_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    path.write_bytes(b"this is a text file, not SQLite" * 100)
+    with pytest.raises(StoreCorruptedError, match=re.escape(str(path))):
+        async with SQLiteStore(path):
+            pass
+
+
+async def test_rows_are_unique_by_segment_and_position_in_the_schema(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    thread = await saved_thread(path, ["a"])
+    segment_id = thread.ranges[0].segment_id
+    with pytest.raises(sqlite3.IntegrityError):
+        execute(
+            path,
+            "INSERT INTO segment_rows (segment, position, message_id, data)"
+            " SELECT id, 0, 'intruder', '{}' FROM segments WHERE name = ?",
+            segment_id,
+        )
+
+
+async def test_two_stores_on_one_file_append_concurrently(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    async with SQLiteStore(path) as first, SQLiteStore(path) as second:
+        thread = await ChatMessageThread.create(first)
+        other = await ChatMessageThread.load(thread.id, store=second)
+
+        async def write(handle: ChatMessageThread, tag: str) -> None:
+            for i in range(25):
+                await handle.on_new_messages([Message.user(f"{tag}{i}")], retries=100)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write, thread, "a")
+            group.start_soon(write, other, "b")
+        loaded = await ChatMessageThread.load(thread.id, store=first)
+    found = [m.text for m in loaded.messages]
+    assert sorted(found) == sorted([f"a{i}" for i in range(25)] + [f"b{i}" for i in range(25)])
+
+
+async def test_an_undecodable_record_is_reported_by_key(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    async with SQLiteStore(path) as store:
+        await store.put_record(Record(kind="thread", id="t1"), expected_version=0)
+        execute(path, "UPDATE records SET body = 'garbage' WHERE id = 't1'")
+        with pytest.raises(StoreCorruptedError, match="thread/t1"):
+            await store.get_record("thread", "t1")
+
+
+async def test_an_unopened_store_says_how_to_open_it_and_touched_nothing(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "threads.db")
+    with pytest.raises(RuntimeError, match="async with"):
+        await store.list_records()
+    assert not (tmp_path / "threads.db").exists()
