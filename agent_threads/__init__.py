@@ -18,8 +18,10 @@ from agent_threads.errors import (
     SchemaVersionError,
     StateConflictError,
     StoreCorruptedError,
+    SubThreadNotFoundError,
     ThreadNotFoundError,
 )
+from agent_threads.execution import ExecutionState, RunStatus, StepRecord, StepStatus, StepTask
 from agent_threads.messages import (
     DataPart,
     Message,
@@ -39,6 +41,8 @@ from agent_threads.stores.jsonfile import JsonFileStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.stores.sqlite import SQLiteStore
 from agent_threads.thread import AgentThread, ThreadStats
+from agent_threads.workflow_checkpoints import SubThreadCut, WorkflowCheckpoint, WorkflowSnapshot
+from agent_threads.workflow_thread import WorkflowThread
 
 __all__ = [
     "AgentThread",
@@ -50,6 +54,7 @@ __all__ = [
     "ConflictError",
     "DataPart",
     "DuplicateMessageError",
+    "ExecutionState",
     "ImmutableState",
     "InvalidIdError",
     "JsonFileStore",
@@ -63,10 +68,16 @@ __all__ = [
     "Record",
     "Role",
     "Row",
+    "RunStatus",
     "SQLiteStore",
     "SchemaVersionError",
     "StateConflictError",
+    "StepRecord",
+    "StepStatus",
+    "StepTask",
     "StoreCorruptedError",
+    "SubThreadCut",
+    "SubThreadNotFoundError",
     "SummaryPart",
     "TextPart",
     "ThinkingPart",
@@ -78,5 +89,8 @@ __all__ = [
     "ToolResultPart",
     "Usage",
     "VacuumReport",
+    "WorkflowCheckpoint",
+    "WorkflowSnapshot",
+    "WorkflowThread",
     "tool_call",
 ]

@@ -1,0 +1,644 @@
+"""WorkflowThread: a workflow run's sub-threads (one per agent) and its execution state.
+
+The workflow record holds the key -> sub-thread id map, the inline execution data
+(status, the superstep under way, what runs next) and the ranges of the step log;
+sub-threads are ordinary `ChatMessageThread`s in the same store. Whole-workflow
+checkpoints, time travel, rollback and forks work on every sub-thread at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
+from types import EllipsisType, MappingProxyType
+from typing import Any, Self
+
+from pydantic import JsonValue, ValidationError
+
+from agent_threads import _workflow_travel as travel
+from agent_threads import log
+from agent_threads._ids import new_id, validate_id
+from agent_threads._step_log import StepLog, append_records, read_records
+from agent_threads._workflow_export import export_content, import_parts
+from agent_threads._workflow_records import (
+    MAIN,
+    agent_name,
+    check_key,
+    initial_data,
+    new_sub_thread,
+    put_new,
+)
+from agent_threads.chat import ChatMessageThread
+from agent_threads.checkpoints import Checkpoint
+from agent_threads.errors import (
+    ConflictError,
+    StoreCorruptedError,
+    SubThreadNotFoundError,
+    ThreadNotFoundError,
+)
+from agent_threads.execution import (
+    ExecutionData,
+    ExecutionState,
+    RunStatus,
+    StepRecord,
+    StepTask,
+)
+from agent_threads.state import ImmutableState
+from agent_threads.stores.base import Record, ThreadStore
+from agent_threads.stores.memory import MemoryStore
+from agent_threads.thread import THREAD_KIND, AgentThread
+from agent_threads.workflow_checkpoints import (
+    WORKFLOW_CHECKPOINT_KIND,
+    CutMaker,
+    StoredCut,
+    WorkflowCheckpoint,
+    WorkflowSnapshot,
+    find_cut,
+    list_cuts,
+)
+
+_WRITE_ATTEMPTS = 16
+
+_KEEP = ...
+
+
+class WorkflowThread(AgentThread):
+    """A workflow run: sub-threads keyed by agent, step history, and the run's status.
+
+    The shared workflow state is the thread's `state`. Runners (see the `workflows`
+    package) drive it through `update_execution`, `record_step` and `commit_superstep`.
+    """
+
+    type_name = "workflow"
+
+    _keys: dict[str, str]
+    _handles: dict[str, ChatMessageThread]
+    _exec: ExecutionData
+    _log: StepLog
+    _closed: list[StepRecord]
+    _cuts: CutMaker
+    _queue: dict[str, StepRecord]
+    _queued: int
+    _flushed: int
+
+    def _on_bind(self) -> None:
+        data = self._record.data
+        try:
+            keys = data.get("sub_threads") or {}
+            if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
+                raise ValueError(f"bad sub-thread map {keys!r}")
+            self._keys = {k: str(v) for k, v in keys.items()}
+            self._exec = ExecutionData.model_validate(data.get("execution") or {})
+        except (ValidationError, ValueError) as exc:
+            raise StoreCorruptedError(f"workflow {self.id!r} record", detail=str(exc)) from exc
+        self._log = StepLog.from_record(self._record)
+
+    def _attach(self, closed: list[StepRecord], handles: dict[str, ChatMessageThread]) -> Self:
+        self._closed = closed
+        self._handles = handles
+        self._cuts = CutMaker(self)
+        self._queue, self._queued, self._flushed = {}, 0, 0
+        return self
+
+    # -- construction -------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls,
+        store: ThreadStore | None = None,
+        *,
+        id: str | None = None,
+        title: str | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Self:
+        """Create and store a new workflow thread with an empty `"main"` sub-thread.
+
+        Raises:
+            ConflictError: the store already holds a thread with this id.
+            InvalidIdError: `id` is not a valid id.
+        """
+        store = MemoryStore() if store is None else store
+        thread_id = new_id() if id is None else validate_id(id, what="thread id")
+        main = await new_sub_thread(store, MAIN, MAIN, title)
+        record = cls._new_record(
+            thread_id=thread_id,
+            title=title,
+            tags=tags,
+            metadata=metadata,
+            extra=initial_data({MAIN: main.id}, ExecutionData(), StepLog()),
+        )
+        try:
+            stored = await put_new(store, record)
+        except ConflictError:
+            await main.delete()
+            raise
+        return cls._bind(store, stored, ImmutableState())._attach([], {MAIN: main})
+
+    @classmethod
+    async def load(cls, thread_id: str, *, store: ThreadStore) -> Self:
+        """Open a stored workflow thread with its sub-threads and step history.
+
+        Raises:
+            ThreadNotFoundError: no workflow thread has this id.
+            StoreCorruptedError: its record, a sub-thread or the step log is missing or
+                cannot be decoded.
+        """
+        record = await cls._read_record(store, thread_id)
+        return await cls._open(store, record)
+
+    @classmethod
+    async def _open(cls, store: ThreadStore, record: Record) -> Self:
+        state = await cls._read_state(store, record)
+        handle = cls._bind(store, record, state)
+        closed = await read_records(store, handle._log.ranges)
+        handles = {k: await handle._load_sub(k, tid) for k, tid in handle._keys.items()}
+        return handle._attach(closed, handles)
+
+    async def _load_sub(self, key: str, thread_id: str) -> ChatMessageThread:
+        try:
+            return await ChatMessageThread.load(thread_id, store=self._store)
+        except ThreadNotFoundError as exc:
+            raise StoreCorruptedError(
+                f"workflow {self.id!r}", detail=f"sub-thread {key!r} ({thread_id}) is missing"
+            ) from exc
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def sub_thread_keys(self) -> tuple[str, ...]:
+        """The sub-thread keys, in creation order (`"main"` first)."""
+        return tuple(self._keys)
+
+    @property
+    def sub_thread_ids(self) -> Mapping[str, str]:
+        """The id of each sub-thread, by key (read-only)."""
+        return MappingProxyType(self._keys)
+
+    @property
+    def execution(self) -> ExecutionState:
+        """Where the run stands: status, history, current and next steps, shared state."""
+        return ExecutionState.build(self._exec, self._closed, self._state)
+
+    def __repr__(self) -> str:
+        return f"<WorkflowThread id={self.id!r} title={self.title!r} status={self._exec.status}>"
+
+    # -- sub-threads ----------------------------------------------------------------
+
+    async def create_sub_thread(self, agent: object, key: str | None = None) -> ChatMessageThread:
+        """Create the sub-thread of `agent` (a name or an object with `name`) under `key`.
+
+        The key defaults to the agent's name.
+
+        Raises:
+            ConflictError: the workflow already has a sub-thread with this key.
+            InvalidIdError: the key is empty, too long or holds control characters.
+        """
+        name = agent_name(agent)
+        key = check_key(name if key is None else key)
+        async with self._lock:
+            return await self._create_sub_unlocked(name, key)
+
+    async def _create_sub_unlocked(self, name: str, key: str) -> ChatMessageThread:
+        if key in self._keys:
+            raise ConflictError(
+                f"sub-thread {key!r}", detail=f"workflow {self.id!r} already has this key"
+            )
+        sub = await new_sub_thread(self._store, key, name, self.title)
+
+        async def write() -> None:
+            if key in self._keys:  # another handle added it meanwhile
+                raise ConflictError(
+                    f"sub-thread {key!r}", detail=f"workflow {self.id!r} already has this key"
+                )
+            keys = {**self._keys, key: sub.id}
+            await self._publish({"sub_threads": dict[str, JsonValue](keys)})
+            self._keys = keys
+
+        try:
+            await self._write_with_retry(write)
+        except ConflictError:
+            await sub.delete()
+            raise
+        self._handles[key] = sub
+        return sub
+
+    async def ensure_sub_thread(self, agent: object, key: str | None = None) -> ChatMessageThread:
+        """The sub-thread under `key` (default: the agent's name), created if missing."""
+        name = agent_name(agent)
+        key = check_key(name if key is None else key)
+        async with self._lock:
+            if key in self._handles:
+                return self._handles[key]
+            return await self._create_sub_unlocked(name, key)
+
+    async def get_sub_thread(self, key: str = MAIN) -> ChatMessageThread:
+        """The sub-thread under `key` (default `"main"`).
+
+        Raises:
+            SubThreadNotFoundError: the workflow has no sub-thread with this key.
+        """
+        handle = self._handles.get(key)
+        if handle is None:
+            raise SubThreadNotFoundError(key, workflow_id=self.id, known=tuple(self._keys))
+        return handle
+
+    async def delete_sub_thread(self, key: str) -> None:
+        """Remove the sub-thread under `key` from the workflow and delete it.
+
+        Workflow checkpoints taken while it existed keep its key, but restoring them
+        fails for that key once it is gone.
+
+        Raises:
+            SubThreadNotFoundError: the workflow has no sub-thread with this key.
+        """
+        handle = await self.get_sub_thread(key)
+
+        async def write() -> None:
+            keys = {k: v for k, v in self._keys.items() if k != key}
+            await self._publish({"sub_threads": dict[str, JsonValue](keys)})
+            self._keys = keys
+
+        async with self._lock:
+            await self._write_with_retry(write)  # the map first: a crash leaves an orphan
+            self._handles.pop(key, None)
+        with suppress(ThreadNotFoundError):
+            await handle.delete()
+
+    async def _adopt(self, record: Record) -> None:
+        old_ranges = self._log.ranges
+        await super()._adopt(record)
+        shared = log.common_prefix(old_ranges, self._log.ranges)
+        if shared == len(self._closed) == log.length(old_ranges):
+            self._closed.extend(
+                await read_records(self._store, log.slice_ranges(self._log.ranges, shared, 1 << 62))
+            )
+        else:
+            self._closed = await read_records(self._store, self._log.ranges)
+        for key in [k for k in self._handles if self._keys.get(k) != self._handles[k].id]:
+            del self._handles[key]
+        for key, thread_id in self._keys.items():
+            if key not in self._handles:
+                self._handles[key] = await self._load_sub(key, thread_id)
+
+    async def refresh(self) -> None:
+        """Re-read the workflow and every sub-thread from the store."""
+        await super().refresh()
+        for handle in list(self._handles.values()):
+            await handle.refresh()
+
+    # -- execution (the runner's side) -------------------------------------------------
+
+    async def update_execution(
+        self,
+        *,
+        workflow: str | EllipsisType | None = _KEEP,
+        status: RunStatus | EllipsisType = _KEEP,
+        next: Sequence[StepTask] | EllipsisType = _KEEP,
+        current: Sequence[StepRecord] | EllipsisType = _KEEP,
+        waiting: Mapping[str, Mapping[str, JsonValue]] | EllipsisType = _KEEP,
+        error: str | EllipsisType | None = _KEEP,
+        checkpoint: str | EllipsisType | None = _KEEP,
+    ) -> ExecutionState:
+        """Store a change of the inline execution data (`...` leaves a field unchanged).
+
+        Raises:
+            ConflictError: another writer changed the execution state meanwhile (two
+                runners on one workflow); reload the thread.
+        """
+        changes = {
+            name: value
+            for name, value in (
+                ("workflow", workflow),
+                ("status", status),
+                ("next", next),
+                ("current", current),
+                ("waiting", waiting),
+                ("error", error),
+                ("checkpoint", checkpoint),
+            )
+            if value is not _KEEP
+        }
+        async with self._lock:
+            await self._flush_unlocked()
+            new = ExecutionData.model_validate({**dict(self._exec), **changes})
+            await self._publish_execution(new)
+        return self.execution
+
+    async def record_step(self, record: StepRecord) -> None:
+        """Store a change of one attempt of the current superstep (replaces it by id).
+
+        Records arriving while a write is under way are stored together by the next
+        write (group commit), so a fan-out of many steps finishing at once costs few
+        writes; each call returns once its record is stored.
+
+        Raises:
+            ValueError: the record is not of the superstep under way.
+        """
+        if record.superstep != self._exec.superstep:
+            raise ValueError(
+                f"step record {record.step!r} is of superstep {record.superstep}, but"
+                f" workflow {self.id!r} is at superstep {self._exec.superstep}"
+            )
+        self._queue[record.id] = record
+        self._queued += 1
+        ticket = self._queued
+        async with self._lock:
+            if self._flushed < ticket:
+                await self._flush_unlocked()
+
+    async def _flush_unlocked(self) -> None:
+        if not self._queue:
+            return
+        batch, target = self._queue, self._queued
+        self._queue = {}
+        known = {r.id for r in self._exec.current}
+        current = [batch.get(r.id, r) for r in self._exec.current]
+        current.extend(r for r in batch.values() if r.id not in known)
+        try:
+            await self._publish_execution(self._exec.model_copy(update={"current": tuple(current)}))
+        except BaseException:
+            for record_id, record in batch.items():  # later records of the same id win
+                self._queue.setdefault(record_id, record)
+            raise
+        self._flushed = target
+
+    async def commit_superstep(
+        self,
+        *,
+        state: Mapping[str, Any],
+        next: Sequence[StepTask],
+        waiting: Mapping[str, Mapping[str, JsonValue]],
+        status: RunStatus = "running",
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> str:
+        """End the superstep; returns the id of the workflow checkpoint it writes.
+
+        Moves `current` to the history, stores the merged state and the next steps.
+
+        Rows and the checkpoint are written before the workflow record points at them,
+        so a crash in between leaves unreferenced data, never a torn workflow.
+        """
+        new_state = state if isinstance(state, ImmutableState) else ImmutableState(state)
+        async with self._lock:
+            await self._flush_unlocked()
+            records = self._exec.current
+            step_log = await append_records(self._store, self._log, records, self._closed)
+            digest = await self._state_digest(new_state)
+            checkpoint_id = new_id()
+            new = ExecutionData(
+                workflow=self._exec.workflow,
+                status=status,
+                superstep=self._exec.superstep + 1,
+                next=tuple(next),
+                waiting={k: dict(v) for k, v in waiting.items()},
+                checkpoint=checkpoint_id,
+            )
+            await self._cuts.write(
+                checkpoint_id, new, step_log, digest, metadata=metadata, reason="auto"
+            )
+            log_data = step_log.to_data()
+            await self._publish_execution(
+                new, {**log_data, "state": digest, "blobs": self._blob_refs(digest)}
+            )
+            self._log, self._state = step_log, new_state
+            self._closed.extend(records)
+        return checkpoint_id
+
+    async def _state_digest(self, state: ImmutableState) -> str | None:
+        if state == self._state:
+            digest = self._record.data.get("state")
+            return digest if isinstance(digest, str) else None
+        return await self._store_state(state)
+
+    async def _publish_execution(
+        self, new: ExecutionData, extra: Mapping[str, JsonValue] | None = None
+    ) -> None:
+        """Publish `new` (and `extra` keys); retry only while the execution is unchanged."""
+        base = self._exec
+        data: dict[str, JsonValue] = {"execution": new.model_dump(mode="json"), **(extra or {})}
+        for _ in range(_WRITE_ATTEMPTS):
+            try:
+                await self._publish(data)
+                break
+            except ConflictError:
+                await self._refresh_unlocked()
+                if self._exec == new and all(
+                    self._record.data.get(k) == v for k, v in data.items()
+                ):
+                    return  # our write had landed before a cancellation hid its answer
+                if self._exec != base:
+                    raise ConflictError(
+                        f"workflow {self.id!r}",
+                        detail="its execution state was changed by another writer (is another"
+                        " runner resuming it?); reload the thread",
+                    ) from None
+        else:
+            raise ConflictError(f"workflow {self.id!r}", detail="other writers kept winning")
+        self._exec = new
+
+    def _digest(self) -> str | None:
+        digest = self._record.data.get("state")
+        return digest if isinstance(digest, str) else None
+
+    # -- whole-workflow checkpoints, time travel, rollback, forks ----------------------
+
+    async def checkpoint(
+        self, label: str | None = None, *, metadata: Mapping[str, Any] | None = None
+    ) -> WorkflowCheckpoint:
+        """Record the whole workflow in one workflow checkpoint record.
+
+        It references a checkpoint of every sub-thread, and holds the step history, the
+        execution state and the shared state.
+
+        Costs O(number of sub-threads); a sub-thread unchanged since the previous
+        workflow checkpoint reuses its checkpoint. Call `refresh()` first to include
+        other handles' writes.
+
+        Raises:
+            InvalidIdError: the label is empty, over 128 characters or has control characters.
+        """
+        async with self._lock:
+            await self._flush_unlocked()
+            return await self._cuts.write(
+                new_id(),
+                self._exec,
+                self._log,
+                self._digest(),
+                label=label,
+                metadata=metadata,
+                reason="manual",
+            )
+
+    async def checkpoints(self) -> list[WorkflowCheckpoint]:  # type: ignore[override]
+        # (a list is invariant; every WorkflowCheckpoint is a Checkpoint)
+        """Every workflow checkpoint, oldest first (the runner's and rollbacks' included)."""
+        return await list_cuts(self)
+
+    async def get_checkpoint(self, id_or_label: str) -> WorkflowCheckpoint:
+        """The workflow checkpoint with this id, else the newest one with this label.
+
+        Raises:
+            CheckpointNotFoundError: the workflow has no such checkpoint.
+        """
+        return (await find_cut(self, id_or_label)).checkpoint
+
+    async def at(
+        self, checkpoint: Checkpoint | str | None = None, *, message_id: str | None = None
+    ) -> WorkflowSnapshot[Self]:
+        """The whole workflow as it was at a checkpoint (or its id or label), read-only.
+
+        The snapshot shows the execution state and shared state then, and each
+        sub-thread at the same cut (`await snapshot.get_sub_thread(key)`).
+
+        Raises:
+            CheckpointNotFoundError: the workflow has no such checkpoint.
+            TypeError: no checkpoint, or a `message_id` (a workflow has no messages of
+                its own: travel a sub-thread with `get_sub_thread(key).at(...)`).
+        """
+        cut = await find_cut(self, _checkpoint_argument(checkpoint, message_id))
+        return await travel.snapshot(self, cut)
+
+    async def rollback(
+        self, checkpoint: Checkpoint | str | None = None, *, message_id: str | None = None
+    ) -> WorkflowCheckpoint:
+        """Move the whole workflow back to a checkpoint; returns the old head's checkpoint.
+
+        Every sub-thread is rolled back to its checkpoint of the cut (each keeps its
+        own `"before-rollback"` checkpoint), and the step history, execution state and
+        shared state return to the cut's. Nothing is deleted: the old head is first
+        saved as a workflow checkpoint labelled `"before-rollback"`; rolling back to it
+        restores everything. A run that was `running` at the cut comes back `idle`.
+
+        Raises:
+            CheckpointNotFoundError: the workflow has no such checkpoint.
+            SubThreadNotFoundError: a sub-thread of the cut was deleted since.
+        """
+        cut = await find_cut(self, _checkpoint_argument(checkpoint, message_id))
+        async with self._lock:
+            await self._flush_unlocked()
+            return await travel.rollback(self, cut)
+
+    async def fork(
+        self,
+        message_id: str | None = None,
+        *,
+        checkpoint: Checkpoint | str | None = None,
+        id: str | None = None,
+        title: str | None = None,
+        tags: Iterable[str] | None = None,
+        reset_stats: bool = True,
+    ) -> WorkflowThread:
+        """A new workflow thread with status `idle`, from now or from a checkpoint.
+
+        Every sub-thread is forked (at its checkpoint of the cut, or at its head) and
+        the step history is shared, so a fork costs O(number of sub-threads), whatever
+        the length of the run. `await workflow.resume(fork)` continues it; steps
+        completed before the cut never run again. Parent and fork never see each
+        other's later changes. `message_id` is not accepted: a workflow has no messages.
+
+        Raises:
+            CheckpointNotFoundError: the workflow has no such checkpoint.
+            ConflictError: a thread with id `id` already exists.
+        """
+        if message_id is not None:
+            raise TypeError(
+                "a workflow forks at a checkpoint (checkpoint=...), not at a message;"
+                " fork a sub-thread to branch one conversation"
+            )
+        if checkpoint is not None:
+            return await self._fork_cut(
+                await find_cut(self, checkpoint), id=id, title=title, tags=tags
+            )
+        async with self._lock:
+            await self._flush_unlocked()
+            return await travel.fork_head(self, id=id, title=title, tags=tags)
+
+    async def _fork_cut(
+        self, cut: StoredCut, *, id: str | None, title: str | None, tags: Iterable[str] | None
+    ) -> Self:
+        return await travel.fork_cut(self, cut, id=id, title=title, tags=tags)
+
+    def copy(self, *, id: str | None = None, reset_stats: bool = False) -> Self:
+        """Not for workflows: a copy would share its sub-threads. Use `await fork()`."""
+        raise TypeError(
+            "a WorkflowThread cannot be copied in memory (the copy would write the same"
+            " sub-threads); use `await workflow_thread.fork()`"
+        )
+
+    async def delete(self) -> None:
+        """Delete the workflow, its checkpoints, and every sub-thread it or they reference.
+
+        Forks keep working (they have their own sub-threads). The workflow record goes
+        first, so a crash leaves unreachable records, never a workflow with holes.
+
+        Raises:
+            ThreadNotFoundError: it was already deleted.
+        """
+        async with self._lock:
+            if not await self._store.delete_record(THREAD_KIND, self.id):
+                raise ThreadNotFoundError(self.id)
+        thread_ids = set(self._keys.values())
+        for cut in await list_cuts(self):
+            thread_ids.update(place.thread_id for place in cut.sub_threads.values())
+            await self._store.delete_record(WORKFLOW_CHECKPOINT_KIND, cut.id)
+        for thread_id in sorted(thread_ids):
+            with suppress(ThreadNotFoundError):
+                sub = await ChatMessageThread.load(thread_id, store=self._store, lazy=True)
+                await sub.delete()
+
+    # -- JSON export ------------------------------------------------------------------
+
+    def _export_content(self) -> dict[str, Any]:
+        return export_content(self)
+
+    async def export(self) -> str:
+        """The workflow as `to_json()` shows it, each sub-thread with its whole history.
+
+        Workflow checkpoints are not exported (their sub-thread checkpoints are, with
+        their ids); a run imported with `from_json` resumes where it stood.
+        """
+        async with self._lock:
+            document = self._export_document()
+            for key, handle in self._handles.items():
+                document["sub_threads"][key] = json.loads(await handle.export())
+        return json.dumps(document, ensure_ascii=False, indent=1)
+
+    @classmethod
+    async def _import(cls, document: dict[str, Any], store: ThreadStore) -> Self:
+        execution, records, subs = await import_parts(document, store)
+        step_log = await append_records(store, StepLog(), records, [])
+        state = ImmutableState(document.get("state") or {})
+        digest = await store.put_blob(state.to_json_bytes()) if state else None
+        record = cls._new_record(
+            thread_id=document.get("id"),
+            title=document.get("title"),
+            tags=document.get("tags"),
+            metadata=document.get("metadata"),
+            parent_id=document.get("parent_id"),
+            fork_point=document.get("fork_point"),
+            state_digest=digest,
+            extra=initial_data({k: s.id for k, s in subs.items()}, execution, step_log),
+        )
+        try:
+            stored = await put_new(store, record)
+        except ConflictError:
+            for sub in subs.values():
+                await sub.delete()
+            raise
+        return cls._bind(store, stored, state)._attach(records, subs)
+
+
+def _checkpoint_argument(
+    checkpoint: Checkpoint | str | None, message_id: str | None
+) -> Checkpoint | str:
+    if message_id is not None or checkpoint is None:
+        raise TypeError(
+            "a workflow is travelled by checkpoint (its id or label); it has no messages of"
+            " its own: use `(await wt.get_sub_thread(key)).at(message_id=...)` for one"
+        )
+    return checkpoint
+
+
+__all__ = ["MAIN", "WorkflowThread"]
