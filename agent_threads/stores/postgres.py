@@ -16,7 +16,9 @@ written by a newer release is refused with `SchemaVersionError`, never guessed a
     blobs          digest primary key, data bytea, written_at
 
 Timestamps are the writing client's clock, as `vacuum()` compares them with the
-vacuuming client's clock. JSONB keeps no key order; values read back equal.
+vacuuming client's clock. Rows and blobs commit without waiting for the disk (see
+`_unflushed_transaction`); records, which make them reachable, wait for it. JSONB
+keeps no key order; values read back equal.
 PostgreSQL cannot hold the NUL character in JSONB or text, so record data or rows
 containing one are refused with a ValueError.
 """
@@ -125,12 +127,10 @@ WITH deleted AS (
 SELECT (SELECT version FROM deleted), (SELECT version FROM records WHERE kind = $1 AND id = $2)
 """
 
-_TOUCH_SEGMENT = """
-INSERT INTO segments (segment_id, written_at) VALUES ($1, $2)
-ON CONFLICT (segment_id) DO UPDATE SET written_at = EXCLUDED.written_at
-"""
-
-_INSERT_ROWS = """
+_APPEND_ROWS = """
+WITH touched AS (
+    INSERT INTO segments (segment_id, written_at) VALUES ($1, $5)
+    ON CONFLICT (segment_id) DO UPDATE SET written_at = EXCLUDED.written_at)
 INSERT INTO segment_rows (segment_id, position, message_id, data)
 SELECT $1, $2::bigint + n - 1, message_id, data
 FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS r(message_id, data, n)
@@ -172,6 +172,17 @@ def _refusing_nul(what: str) -> Iterator[None]:
         raise ValueError(
             f"{what} holds a character PostgreSQL cannot store (NUL, \\u0000): {exc}"
         ) from exc
+
+
+async def _reset(connection: asyncpg.Connection) -> None:
+    """Ready a released connection for reuse: roll back, and nothing else to undo.
+
+    asyncpg's default reset (`RESET ALL`, `UNLISTEN *`, ...) costs a round trip per
+    operation; this store never changes session state, so only a transaction left
+    open (by a cancelled operation) needs undoing.
+    """
+    if connection.is_in_transaction():
+        await connection.execute("ROLLBACK")
 
 
 async def _fetch_pair(connection: _Connection, query: str, *args: object) -> tuple[Any, Any]:
@@ -252,6 +263,7 @@ class PostgresStore:
                     min_size=self._min_size,
                     max_size=self._max_size,
                     server_settings={"search_path": f'"{self._schema}"'},
+                    reset=_reset,
                 )
                 try:
                     async with pool.acquire() as connection:
@@ -266,6 +278,18 @@ class PostgresStore:
     async def _connection(self) -> AsyncIterator[_Connection]:
         pool = await self._connection_pool()
         async with pool.acquire() as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def _unflushed_transaction(self) -> AsyncIterator[_Connection]:
+        """A transaction whose commit does not wait for its WAL to reach the disk.
+
+        For rows and blobs only: nothing references them until a record commits after
+        them, in the same write-ahead log, and flushing that commit flushes them too.
+        A crash before it loses only data nothing referenced, never a record's target.
+        """
+        async with self._connection() as connection, connection.transaction():
+            await connection.execute("SET LOCAL synchronous_commit TO off")
             yield connection
 
     async def _migrate(self, connection: _Connection) -> None:
@@ -405,14 +429,13 @@ class PostgresStore:
         validate_rows(segment_id, start, rows)
         message_ids = [row.message_id for row in rows]
         data = [row.data for row in rows]
-        async with self._connection() as connection, connection.transaction():
-            await connection.execute(_TOUCH_SEGMENT, segment_id, time.time())
-            if not rows:
-                return
+        async with self._unflushed_transaction() as connection:
             try:
                 with _refusing_nul(f"a row of segment {segment_id!r}"):
-                    await connection.execute(_INSERT_ROWS, segment_id, start, message_ids, data)
-            except asyncpg.UniqueViolationError as exc:  # the transaction rolls back whole
+                    await connection.execute(
+                        _APPEND_ROWS, segment_id, start, message_ids, data, time.time()
+                    )
+            except asyncpg.UniqueViolationError as exc:  # the statement wrote nothing
                 raise ConflictError(
                     f"segment {segment_id!r}", detail=_conflicting_position(exc, start, len(rows))
                 ) from exc
@@ -455,7 +478,7 @@ class PostgresStore:
 
     async def put_blob(self, data: bytes) -> str:
         digest = digest_of(data)
-        async with self._connection() as connection:
+        async with self._unflushed_transaction() as connection:
             await connection.execute(_PUT_BLOB, digest, bytes(data), time.time())
         return digest
 
