@@ -64,6 +64,11 @@ class Step:
         return await self.run(ctx)
 
 
+def _identity(item: Step) -> tuple[object, ...]:
+    """What makes two `Step`s the same step (a plain function is wrapped on each use)."""
+    return (item.name, item.run, item.agent, item.key, item.max_attempts)
+
+
 def _is_async(fn: object) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
@@ -258,7 +263,7 @@ class Workflow:
             return item
         found = as_step(item)
         known = self._steps.get(found.name)
-        if known is not None and known is not found and known.run is not found.run:
+        if known is not None and _identity(known) != _identity(found):
             raise ValueError(
                 f"workflow {self.name!r} already has another step named {found.name!r}"
             )
