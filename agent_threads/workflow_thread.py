@@ -112,8 +112,14 @@ class WorkflowThread(AgentThread):
         title: str | None = None,
         tags: Iterable[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        workflow: str | None = None,
+        next: Sequence[StepTask] = (),
     ) -> Self:
         """Create and store a new workflow thread with an empty `"main"` sub-thread.
+
+        `workflow` names the workflow definition that will run it and `next` the steps
+        of its first superstep; both are stored with the thread in one write, so a run
+        that stops right after creation resumes from its start (status `idle`).
 
         Raises:
             ConflictError: the store already holds a thread with this id.
@@ -127,7 +133,9 @@ class WorkflowThread(AgentThread):
             title=title,
             tags=tags,
             metadata=metadata,
-            extra=initial_data({MAIN: main.id}, ExecutionData(), StepLog()),
+            extra=initial_data(
+                {MAIN: main.id}, ExecutionData(workflow=workflow, next=tuple(next)), StepLog()
+            ),
         )
         try:
             stored = await put_new(store, record)

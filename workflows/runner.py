@@ -59,11 +59,11 @@ async def start_run(
         title=workflow.name if title is None else title,
         tags=tags,
         metadata={"workflow": workflow.name},
-    )
-    await thread.update_execution(workflow=workflow.name, status="running", next=tasks)
+        workflow=workflow.name,
+        next=tasks,
+    )  # one write holds the start: a run stopped from here on resumes from it
     start = await thread.checkpoint(metadata={"superstep": 0, "reason": "start"})
-    await thread.update_execution(checkpoint=start.id)
-    return await _Runner(workflow, thread, on_step).run({})
+    return await _Runner(workflow, thread, on_step).run({}, checkpoint=start.id)
 
 
 async def resume_run(
@@ -118,10 +118,12 @@ class _Runner:
         self.thread = thread
         self.on_step = on_step
 
-    async def run(self, answers: Mapping[str, Any]) -> WorkflowThread:
+    async def run(
+        self, answers: Mapping[str, Any], *, checkpoint: str | None = None
+    ) -> WorkflowThread:
         try:
             if self.thread.execution.status != "completed":
-                await self._recover(answers)
+                await self._recover(answers, checkpoint)
                 while await self._superstep():
                     pass
         except anyio.get_cancelled_exc_class():
@@ -137,7 +139,7 @@ class _Runner:
 
     # -- recovery -------------------------------------------------------------------
 
-    async def _recover(self, answers: Mapping[str, Any]) -> None:
+    async def _recover(self, answers: Mapping[str, Any], checkpoint: str | None) -> None:
         """Roll back unfinished attempts and queue new ones; mark the run running."""
         current = list(self.thread.execution.current)
         for record in latest_attempts(current):
@@ -154,7 +156,11 @@ class _Runner:
                 replies = (*replies, answers[record.step])
             current.append(record.retry(thread_head=record.thread_head, replies=replies))
         await self.thread.update_execution(
-            workflow=self.workflow.name, status="running", current=current, error=None
+            workflow=self.workflow.name,
+            status="running",
+            current=current,
+            error=None,
+            checkpoint=self.thread.execution.checkpoint if checkpoint is None else checkpoint,
         )
 
     # -- supersteps -----------------------------------------------------------------

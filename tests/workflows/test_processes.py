@@ -1,0 +1,148 @@
+"""Workflows across processes: SIGKILL at random points, and a pause resumed elsewhere.
+
+Children run `tests/workflows/_crash_worker.py` on an SQLite file; the test process
+resumes what they leave and checks it against the side-effect log the steps wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from agent_threads import SQLiteStore, ThreadNotFoundError, WorkflowThread
+from workflows import CRASHED
+
+from ._crash_worker import MESSAGES, RESEARCHERS, approval, team
+
+WORKER = Path(__file__).with_name("_crash_worker.py")
+TRIALS = 20
+EVENTS = 2 * (1 + len(RESEARCHERS) + 4)
+"""Step record changes the child reports in a whole run (running and completed)."""
+
+EXPECTED = [(0, "plan"), *((1, r) for r in RESEARCHERS), (2, "write"), (3, "review")]
+EXPECTED += [(4, "write"), (5, "review")]
+
+
+async def kill_at_random_point(db: Path, log: Path, thread_id: str, rng: random.Random) -> None:
+    """Start the child and SIGKILL it after a random number of step events."""
+    events, delay = rng.randint(0, EVENTS), rng.uniform(0, 0.004)
+    command = [sys.executable, str(WORKER), "run", str(db), str(log), thread_id]
+    async with await anyio.open_process(command) as process:
+        assert process.stdout is not None and process.stderr is not None
+        lines = BufferedByteReceiveStream(process.stdout)
+        with anyio.fail_after(60):
+            for _ in range(events):
+                try:
+                    await lines.receive_until(b"\n", 1 << 16)
+                except (anyio.EndOfStream, anyio.IncompleteRead):
+                    break
+            await anyio.sleep(delay)
+            if process.returncode is None:
+                process.send_signal(signal.SIGKILL)
+            code = await process.wait()
+        if code not in (0, -signal.SIGKILL):
+            error = await BufferedByteReceiveStream(process.stderr).receive_exactly(0)
+            pytest.fail(f"the child failed with code {code}: {error!r}")
+
+
+async def resume_or_start(store: SQLiteStore, log: Path, thread_id: str) -> WorkflowThread:
+    workflow = team(log)
+    with anyio.fail_after(60):
+        try:
+            run = await WorkflowThread.load(thread_id, store=store)
+        except ThreadNotFoundError:  # killed before the run's record was written
+            return await workflow.run("agents", store=store, id=thread_id)
+        return await workflow.resume(run)
+
+
+def check_side_effects(run: WorkflowThread, log: Path) -> dict[tuple[int, str], int]:
+    """Each completed step ran exactly once: nothing started after its recorded attempt."""
+    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    starts = Counter(
+        (e["superstep"], e["step"], e["attempt"]) for e in events if e["event"] == "start"
+    )
+    dones = Counter(
+        (e["superstep"], e["step"], e["attempt"]) for e in events if e["event"] == "done"
+    )
+    assert all(count == 1 for count in starts.values()), starts
+    history = run.execution.history
+    completed = {(r.superstep, r.step): r.attempt for r in history if r.status == "completed"}
+    assert sorted(completed, key=EXPECTED.index) == EXPECTED
+    for (superstep, name), attempt in completed.items():
+        tried = [a for (s, n, a) in starts if (s, n) == (superstep, name)]
+        assert max(tried) == attempt, f"{name} started again after its completion was stored"
+        assert dones[(superstep, name, attempt)] == 1
+    recorded = {(r.superstep, r.step, r.attempt) for r in history}
+    assert set(starts) <= recorded, "an attempt ran without a step record"
+    assert {r.error for r in history if r.status != "completed"} <= {CRASHED}
+    return completed
+
+
+async def check_messages(run: WorkflowThread, completed: dict[tuple[int, str], int]) -> None:
+    """The sub-threads hold each completed attempt's messages once, whole, and nothing else."""
+    found: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
+    for key in run.sub_thread_keys:
+        messages = (await run.get_sub_thread(key)).messages
+        assert len({m.id for m in messages}) == len(messages), f"duplicated message in {key}"
+        for message in messages:
+            if message.role == "tool":
+                continue
+            superstep, name, attempt, index = message.text.split("/")
+            found[(int(superstep), name)].append((int(attempt), int(index)))
+    assert sorted(found, key=EXPECTED.index) == EXPECTED
+    for (superstep, name), seen in found.items():
+        attempt = completed[(superstep, name)]
+        assert seen == [(attempt, i) for i in range(MESSAGES[name])], f"torn or stale {name}"
+
+
+@pytest.mark.parametrize("trial", range(TRIALS))
+async def test_a_run_killed_at_a_random_point_resumes_and_runs_each_step_once(
+    trial: int, tmp_path: Path
+) -> None:
+    db, log, thread_id = tmp_path / "run.db", tmp_path / "effects.log", f"run-{trial}"
+    await kill_at_random_point(db, log, thread_id, random.Random(trial))
+    async with SQLiteStore(db) as store:
+        run = await resume_or_start(store, log, thread_id)
+        assert run.execution.status == "completed", run.execution.error
+    async with SQLiteStore(db) as store:  # what is stored, read by a fresh connection
+        stored = await WorkflowThread.load(thread_id, store=store)
+        completed = check_side_effects(stored, log)
+        await check_messages(stored, completed)
+        expected_ran = [f"{s}/{name}" for s, name in EXPECTED]
+        assert sorted(stored.state["ran"]) == sorted(expected_ran), "a patch applied twice"
+
+
+async def run_worker(*args: str) -> Any:
+    result = await anyio.run_process([sys.executable, str(WORKER), *args])
+    return json.loads(result.stdout.decode().splitlines()[-1])
+
+
+async def test_a_paused_run_ends_its_process_and_resumes_with_a_reply_in_another(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "approval.db")
+    first = await run_worker("approve", db, "approval-1")
+    assert first["status"] == "paused"
+    async with SQLiteStore(db) as store:
+        paused = await WorkflowThread.load("approval-1", store=store)
+        assert [r.prompt for r in paused.execution.interrupts] == [
+            {"question": "publish?", "draft": "the draft"}
+        ]
+    assert await run_worker("resume", db, "approval-1", "yes") == {"status": "completed"}
+    async with SQLiteStore(db) as store:
+        run = await WorkflowThread.load("approval-1", store=store)
+        last = run.execution.history[-1]
+        assert last.step == "approve" and last.output["published"] is True  # type: ignore[index]
+        assert last.output["pid"] != first["pid"]  # type: ignore[index]
+        assert [m.text for m in (await run.get_sub_thread("approve")).messages] == ["answer: yes"]
+        assert [m.text for m in (await run.get_sub_thread("draft")).messages] == ["the draft"]
+    assert approval().name == run.execution.workflow
