@@ -10,6 +10,7 @@ from agent_threads.errors import (
     AgentThreadsError,
     CheckpointNotFoundError,
     ConflictError,
+    ContextOverflowError,
     DuplicateMessageError,
     InvalidIdError,
     MessageNotFoundError,
@@ -41,6 +42,13 @@ from agent_threads.stores.jsonfile import JsonFileStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.stores.sqlite import SQLiteStore
 from agent_threads.thread import AgentThread, ThreadStats
+from agent_threads.views import (
+    ApproximateTokenCounter,
+    ContextView,
+    DroppedRange,
+    TiktokenCounter,
+    TokenCounter,
+)
 from agent_threads.workflow_checkpoints import SubThreadCut, WorkflowCheckpoint, WorkflowSnapshot
 from agent_threads.workflow_thread import WorkflowThread
 
@@ -48,11 +56,15 @@ __all__ = [
     "AgentThread",
     "AgentThreadsError",
     "Ancestor",
+    "ApproximateTokenCounter",
     "ChatMessageThread",
     "Checkpoint",
     "CheckpointNotFoundError",
     "ConflictError",
+    "ContextOverflowError",
+    "ContextView",
     "DataPart",
+    "DroppedRange",
     "DuplicateMessageError",
     "ExecutionState",
     "ImmutableState",
@@ -85,6 +97,8 @@ __all__ = [
     "ThreadSnapshot",
     "ThreadStats",
     "ThreadStore",
+    "TiktokenCounter",
+    "TokenCounter",
     "ToolCallPart",
     "ToolResultPart",
     "Usage",

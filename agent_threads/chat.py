@@ -26,6 +26,7 @@ from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, ThreadStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats
+from agent_threads.views import ContextView, TokenCounter, ViewCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +238,57 @@ class ChatMessageThread(AgentThread):
             if index is not None:
                 return index
         return None
+
+    # -- context views (the logic lives in agent_threads.views) --------------------
+
+    async def view(
+        self,
+        *,
+        max_tokens: int | None = None,
+        max_messages: int | None = None,
+        keep_first: int = 0,
+        counter: TokenCounter | None = None,
+    ) -> ContextView:
+        """The messages a model should see: the first `keep_first`, then the newest that fit.
+
+        A tool call and its results are kept or dropped together; a summary appended by
+        `condense` stands for its range. The view is cached: after appends, bringing it up
+        to date costs O(new messages). Counts use `counter` (default: an approximation).
+
+        Raises:
+            ContextOverflowError: the kept-first messages and the newest group do not fit.
+        """
+        return await self._view_cache().view(
+            self,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+            keep_first=keep_first,
+            counter=counter,
+        )
+
+    async def condense(
+        self, start_id: str, end_id: str, summary_text: str, **fields: Any
+    ) -> Message:
+        """Append a summary standing for messages `start_id..end_id` in views; returns it.
+
+        Nothing is deleted: the thread and time travel still see the original messages.
+        `fields` (role, author, metadata) go to the summary message.
+
+        Raises:
+            MessageNotFoundError: an id is not in the thread.
+            ValueError: the range would cut a tool call from its result or part of a summary.
+        """
+        return await self._view_cache().condense(self, start_id, end_id, summary_text, **fields)
+
+    def invalidate_view(self) -> None:
+        """Rebuild the cached view from the messages on the next `view()`."""
+        self._view_cache().invalidate()
+
+    def _view_cache(self) -> ViewCache:
+        cache: ViewCache | None = getattr(self, "_views", None)
+        if cache is None:
+            cache = self._views = ViewCache()
+        return cache
 
     # -- appending ----------------------------------------------------------------
 

@@ -7,6 +7,7 @@ AgentThreadsError
 ├── ConflictError, StateConflictError
 ├── ReadOnlyError                                                        (+ TypeError)
 ├── NotLoadedError                                                       (+ RuntimeError)
+├── ContextOverflowError
 └── StoreCorruptedError, SchemaVersionError
 
 Every error names what is at fault (thread, message, checkpoint, key, file) both in its
@@ -130,3 +131,33 @@ class SchemaVersionError(AgentThreadsError):
         self.found = found
         self.supported = supported
         super().__init__(f"{where}: found {found!r}, this version supports {supported!r}")
+
+
+class ContextOverflowError(AgentThreadsError):
+    """A context view cannot fit: the kept-first messages and the newest group are too big.
+
+    Raised instead of returning a view a provider would reject (one that cuts a tool call
+    from its result or drops the newest message). `over` says by how much.
+    """
+
+    def __init__(
+        self,
+        thread_id: str | None,
+        *,
+        needed: int,
+        limit: int,
+        unit: str,
+        kept: int,
+        group: int,
+    ) -> None:
+        self.thread_id = thread_id
+        self.needed = needed
+        self.limit = limit
+        self.over = needed - limit
+        self.unit = unit
+        where = "the messages" if thread_id is None else f"thread {thread_id!r}"
+        super().__init__(
+            f"a view of {where} cannot fit: the {kept} kept-first message(s) and the newest"
+            f" {group} (a tool call stays with its results) need {needed:,} {unit},"
+            f" max_{unit} is {limit:,}: {self.over:,} {unit} over"
+        )
