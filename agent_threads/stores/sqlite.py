@@ -37,9 +37,10 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE INDEX records_by_owner ON records (owner) WHERE owner IS NOT NULL",
         "CREATE TABLE segments ("
         " id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, written_at REAL NOT NULL)",
+        # key = segment * 2**32 + position: (segment, position) is unique, rows of a
+        # segment are one key range, and an insert costs what a plain table's does
         "CREATE TABLE segment_rows ("
-        " segment INTEGER NOT NULL, position INTEGER NOT NULL, message_id TEXT NOT NULL,"
-        " data TEXT NOT NULL, PRIMARY KEY (segment, position)) WITHOUT ROWID",
+        " key INTEGER PRIMARY KEY, message_id TEXT NOT NULL, data TEXT NOT NULL)",
         "CREATE INDEX segment_rows_by_message ON segment_rows (message_id)",
         "CREATE TABLE blobs ("
         " digest TEXT PRIMARY KEY, data BLOB NOT NULL, written_at REAL NOT NULL) WITHOUT ROWID",
@@ -49,6 +50,11 @@ MIGRATIONS: list[tuple[str, ...]] = [
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes (kept in the `schema_version` table)."""
+
+POSITIONS = 1 << 32
+"""Positions per segment: a row's key is `segment number * POSITIONS + position`."""
+
+_BASE = f"(SELECT id * {POSITIONS} AS base FROM segments WHERE name = ?)"
 
 
 class SQLiteStore:
@@ -251,39 +257,38 @@ class SQLiteStore:
 
     async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         validate_rows(segment_id, start, rows)
+        if start + len(rows) > POSITIONS:
+            raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
         async with self._transaction() as connection:
             found = await connection.execute_fetchall(
                 "INSERT INTO segments (name, written_at) VALUES (?, ?) ON CONFLICT (name)"
                 " DO UPDATE SET written_at = excluded.written_at RETURNING id",
                 (segment_id, time.time()),
             )
-            segment = _first(found)
-            values = [(segment, start + i, row.message_id, row.data) for i, row in enumerate(rows)]
+            first = _first(found) * POSITIONS + start
+            values = [(first + i, row.message_id, row.data) for i, row in enumerate(rows)]
             try:
                 await connection.executemany(
-                    "INSERT INTO segment_rows (segment, position, message_id, data)"
-                    " VALUES (?, ?, ?, ?)",
-                    values,
+                    "INSERT INTO segment_rows (key, message_id, data) VALUES (?, ?, ?)", values
                 )
             except sqlite3.IntegrityError as exc:
                 taken = await connection.execute_fetchall(
-                    "SELECT MIN(position) FROM segment_rows"
-                    " WHERE segment = ? AND position >= ? AND position < ?",
-                    (segment, start, start + len(rows)),
+                    "SELECT MIN(key) FROM segment_rows WHERE key >= ? AND key < ?",
+                    (first, first + len(rows)),
                 )
-                position = _first(taken)
+                position = _first(taken) - first + start
                 raise ConflictError(
                     f"segment {segment_id!r}", detail=f"position {position} is already written"
                 ) from exc
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
+        lo, hi = max(start, 0), min(end, POSITIONS)
         async with self._statement() as connection:
             found = await connection.execute_fetchall(
-                "SELECT position, data FROM segment_rows"
-                " WHERE segment = (SELECT id FROM segments WHERE name = ?)"
-                " AND position >= ? AND position < ? ORDER BY position",
-                (segment_id, start, end),
+                f"SELECT key - base, data FROM segment_rows, {_BASE}"
+                " WHERE key >= base + ? AND key < base + ? ORDER BY key",
+                (segment_id, lo, hi),
             )
         data = []
         for position, text in found:
@@ -303,8 +308,9 @@ class SQLiteStore:
         validate_id(message_id, what="message id")
         async with self._statement() as connection:
             found = await connection.execute_fetchall(
-                "SELECT s.name, r.position FROM segment_rows AS r JOIN segments AS s"
-                " ON s.id = r.segment WHERE r.message_id = ? ORDER BY s.name, r.position",
+                f"SELECT s.name, r.key % {POSITIONS} FROM segment_rows AS r"
+                f" JOIN segments AS s ON s.id = r.key / {POSITIONS}"
+                " WHERE r.message_id = ? ORDER BY s.name, r.key",
                 (message_id,),
             )
         return [(str(name), int(position)) for name, position in found]
@@ -318,7 +324,8 @@ class SQLiteStore:
         names = [(validate_id(s, what="segment id"),) for s in segment_ids]
         async with self._transaction() as connection:
             await connection.executemany(
-                "DELETE FROM segment_rows WHERE segment = (SELECT id FROM segments WHERE name = ?)",
+                f"DELETE FROM segment_rows WHERE key IN (SELECT key FROM segment_rows, {_BASE}"
+                f" WHERE key >= base AND key < base + {POSITIONS})",
                 names,
             )
             await connection.executemany("DELETE FROM segments WHERE name = ?", names)

@@ -13,6 +13,7 @@ from agent_threads import (
     ChatMessageThread,
     Message,
     Record,
+    Row,
     SchemaVersionError,
     SQLiteStore,
     StoreCorruptedError,
@@ -103,8 +104,9 @@ async def test_rows_are_unique_by_segment_and_position_in_the_schema(tmp_path: P
     with pytest.raises(sqlite3.IntegrityError):
         execute(
             path,
-            "INSERT INTO segment_rows (segment, position, message_id, data)"
-            " SELECT id, 0, 'intruder', '{}' FROM segments WHERE name = ?",
+            "INSERT INTO segment_rows (key, message_id, data)"
+            f" SELECT id * {sqlite_module.POSITIONS}, 'intruder', '{{}}' FROM segments"
+            " WHERE name = ?",
             segment_id,
         )
 
@@ -141,3 +143,13 @@ async def test_an_unopened_store_says_how_to_open_it_and_touched_nothing(tmp_pat
     with pytest.raises(RuntimeError, match="async with"):
         await store.list_records()
     assert not (tmp_path / "threads.db").exists()
+
+
+async def test_positions_beyond_the_key_space_are_refused(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "threads.db") as store:
+        last = sqlite_module.POSITIONS - 1
+        await store.append_rows("seg", last, [Row("m", "{}")])
+        assert await store.read_rows("seg", last, last + 1) == ["{}"]
+        with pytest.raises(ValueError, match="seg"):
+            await store.append_rows("seg", last, [Row("a", "{}"), Row("b", "{}")])
+        assert await store.locate_message("m") == [("seg", last)]
