@@ -113,7 +113,8 @@ def report(record: StepRecord) -> None:
     print(json.dumps({"step": record.step, "status": record.status}), flush=True)
 
 
-async def main(command: str, db: str, *args: str) -> None:
+async def main(*argv: str) -> None:
+    command, db, *args = argv
     async with SQLiteStore(db) as store:
         if command == "run":
             log, thread_id = args
