@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import sys
 from collections.abc import Awaitable, Callable
@@ -29,9 +30,31 @@ from agent_threads import (
     tool_call,
 )
 
+REDIS_URL = os.environ.get("AGENT_THREADS_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_DSN = os.environ.get(
+    "AGENT_THREADS_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)  # the defaults of tests/stores/conftest.py, which a script cannot import
+
+
+def redis_store(prefix: str) -> ThreadStore:
+    """A RedisStore under a key prefix (the driver is imported only when asked for)."""
+    from agent_threads.stores.redis import RedisStore
+
+    return RedisStore(REDIS_URL, prefix=prefix)
+
+
+def postgres_store(schema: str) -> ThreadStore:
+    """A PostgresStore in a schema (the driver is imported only when asked for)."""
+    from agent_threads.stores.postgres import PostgresStore
+
+    return PostgresStore(POSTGRES_DSN, schema=schema, max_size=2)
+
+
 OPENERS: dict[str, Callable[[str], ThreadStore]] = {
     "jsonfile": JsonFileStore,
     "sqlite": SQLiteStore,
+    "redis": redis_store,
+    "postgres": postgres_store,
 }
 
 RETRIES = 2_000
@@ -42,6 +65,27 @@ def open_store(spec: str) -> ThreadStore:
     """The store a `<kind>:<location>` spec names (not opened yet)."""
     kind, _, location = spec.partition(":")
     return OPENERS[kind](location)
+
+
+async def discard_store(spec: str) -> None:
+    """Delete what a server store's spec holds; file stores live in a temporary directory."""
+    kind, _, location = spec.partition(":")
+    if kind == "redis":
+        import redis.asyncio as redis
+
+        async with redis.Redis.from_url(REDIS_URL) as client:
+            pattern = "{" + location + "}:*"
+            keys = [key async for key in client.scan_iter(match=pattern, count=1000)]
+            if keys:
+                await client.delete(*keys)
+    elif kind == "postgres":
+        import asyncpg
+
+        connection = await asyncpg.connect(POSTGRES_DSN)
+        try:
+            await connection.execute(f'DROP SCHEMA IF EXISTS "{location}" CASCADE')
+        finally:
+            await connection.close()
 
 
 def crash_text(tag: str, index: int) -> str:

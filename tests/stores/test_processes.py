@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import random
 import sys
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,24 +21,39 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent_threads import ChatMessageThread, Message
 
-from ._worker import crash_text, open_store
+from ._worker import crash_text, discard_store, open_store
+from .conftest import needs_server
 
 WORKER = Path(__file__).with_name("_worker.py")
 
 SpecFactory = Callable[[Path], str]
 
+SERVER_STORES = [  # the stores made for many machines: a fresh key prefix or schema each
+    pytest.param(
+        lambda tmp: f"redis:test-{uuid.uuid4().hex}", id="redis", marks=needs_server("redis")
+    ),
+    pytest.param(
+        lambda tmp: f"postgres:test_{uuid.uuid4().hex}",
+        id="postgres",
+        marks=needs_server("postgres"),
+    ),
+]
+
 PROCESS_STORES = [
     pytest.param(lambda tmp: f"jsonfile:{tmp / 'store'}", id="jsonfile"),
     pytest.param(lambda tmp: f"sqlite:{tmp / 'threads.db'}", id="sqlite"),
+    *SERVER_STORES,
 ]
 
 KILL_TRIALS = 20
 
 
 @pytest.fixture(params=PROCESS_STORES)
-def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+async def spec(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     make: SpecFactory = request.param
-    return make(tmp_path)
+    made = make(tmp_path)
+    yield made
+    await discard_store(made)
 
 
 async def run_worker(*args: str) -> Any:
@@ -96,6 +112,21 @@ async def test_two_processes_appending_to_one_thread_lose_nothing(spec: str) -> 
     assert len(forks) == 9
     for fork_id, seen in forks.items():
         assert await texts_of(spec, fork_id) == seen == final[: len(seen)]
+
+
+@pytest.mark.parametrize("spec", SERVER_STORES, indirect=True)
+async def test_four_processes_appending_to_one_thread_keep_each_message_once_in_order(
+    spec: str,
+) -> None:
+    """Many hosts' workers on one thread (file stores: see the two-writer test above)."""
+    thread_id = await new_thread(spec)
+    async with anyio.create_task_group() as group:
+        for tag in "abcd":
+            group.start_soon(run_worker, "append", spec, thread_id, tag, "250", "0")
+    final = await texts_of(spec, thread_id)
+    assert len(final) == 1_000 and len(set(final)) == 1_000
+    for tag in "abcd":
+        assert [t for t in final if t.split()[0] == tag] == [f"{tag} {i}" for i in range(250)]
 
 
 # -- crashes ----------------------------------------------------------------------------
