@@ -12,8 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The research-team workflow on SQLite in ./demo.db (recreated on each run).
 demo: $(STAMP)
-	$(BIN)/python samples/quickstart.py
+	$(BIN)/python samples/research_team.py demo.db
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

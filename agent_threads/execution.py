@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
@@ -36,16 +36,21 @@ def now() -> datetime:
 
 
 def check_json(value: object, *, what: str) -> JsonValue:
-    """Return `value` if it survives a JSON round trip unchanged in kind, else raise.
+    """`value` as plain JSON data (read-only state mappings become dicts), else raise.
 
     Raises:
         TypeError: naming `what` and the offending type.
     """
     try:
-        json.dumps(value, allow_nan=False)
+        return cast(JsonValue, json.loads(json.dumps(value, default=_plain, allow_nan=False)))
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serializable: {exc}") from exc
-    return value  # type: ignore[return-value]
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):  # a mapping read from an ImmutableState
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 class StepTask(BaseModel):
@@ -102,8 +107,9 @@ class StepRecord(BaseModel):
     def completed(self, output: JsonValue, patch: Mapping[str, JsonValue] | None) -> StepRecord:
         """This attempt, finished now with `output` and a state patch."""
         output = check_json(output, what=f"the output of step {self.step!r}")
-        clean = None if patch is None else dict(patch)
-        check_json(clean, what=f"the state patch of step {self.step!r}")
+        clean = check_json(patch, what=f"the state patch of step {self.step!r}")
+        if clean is not None and not isinstance(clean, dict):
+            raise TypeError(f"the state patch of step {self.step!r} must be a mapping")
         return self._finish("completed", output=output, patch=clean)
 
     def failed(self, error: str, *, branch: str | None = None) -> StepRecord:

@@ -9,6 +9,7 @@ state and `a`'s output names the next steps).
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self, overload
@@ -316,7 +317,15 @@ class Workflow:
     # -- routing (used by the runner) --------------------------------------------------
 
     def start_tasks(self, input: Any) -> list[StepTask]:
-        """The first superstep: every start step, with the run's input."""
+        """The first superstep: every start step, with the run's input.
+
+        Raises:
+            TypeError: the input is not JSON-serializable.
+        """
+        try:
+            json.dumps(input, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"the input of workflow {self.name!r} must be JSON: {exc}") from exc
         return [StepTask(step=name, input=input) for name in self._start]
 
     def merge_policy(self, steps: Sequence[str]) -> MergePolicy:
