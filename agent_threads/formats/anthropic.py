@@ -1,0 +1,229 @@
+"""Anthropic Messages API messages: `to_messages` for a request, `from_messages` to read one.
+
+The Messages API takes the system prompt apart from the messages, so `to_messages` returns
+an `AnthropicMessages(system, messages)` pair (a NamedTuple: `system, messages =
+to_messages(view)`), and `from_messages(messages, system=...)` takes it back.
+
+Mapping (what is lost is said here once):
+
+- Every `system` message's text joins `system` (blank-line separated), wherever it stood.
+- `user` -> text blocks, `image` blocks (base64 or URL source) and PDF `document` blocks.
+- `assistant` -> `thinking` blocks with their signature (unsigned thinking is left out: the
+  API rejects it), text blocks, and `tool_use` blocks (`id`, `name`, `input`).
+- Each tool result -> a `tool_result` block (`tool_use_id`, text `content`, `is_error`) in a
+  user message; string results are sent as they are, other JSON encoded.
+- Consecutive messages of the same API role are merged into one message (the results of
+  parallel tool calls go back together, as the API asks); `from_messages` splits every
+  tool result into a tool message of its own again.
+- A summary part becomes text headed "Summary of earlier messages:". Authors, ids, times,
+  usage and metadata have no place in a request and are not sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from agent_threads.formats._parts import (
+    as_mapping,
+    field,
+    guess_image_type,
+    result_text,
+    summary_text,
+)
+from agent_threads.messages import (
+    DataPart,
+    Message,
+    Part,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+
+class AnthropicMessages(NamedTuple):
+    """A request's `system` prompt (None when there is none) and its `messages`."""
+
+    system: str | None
+    messages: list[dict[str, Any]]
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """`messages=` and, when there is one, `system=`, for `client.messages.create(**...)`."""
+        kwargs: dict[str, Any] = {"messages": self.messages}
+        if self.system is not None:
+            kwargs["system"] = self.system
+        return kwargs
+
+
+def to_messages(messages: Iterable[Message]) -> AnthropicMessages:
+    """The system prompt and Messages API `messages` for a `ContextView` or any messages.
+
+    Raises:
+        ValueError: a message holds something the Messages API cannot take (names it).
+    """
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            system.append("".join(_text(message, p) for p in message.contents))
+            continue
+        for part in message.contents:
+            block = _block(message, part)
+            if block is not None:
+                tool_result = isinstance(part, ToolResultPart)
+                _add(
+                    out,
+                    "assistant" if message.role == "assistant" and not tool_result else "user",
+                    block,
+                )
+    return AnthropicMessages("\n\n".join(system) if system else None, out)
+
+
+def _add(out: list[dict[str, Any]], role: str, block: dict[str, Any]) -> None:
+    """Append `block` to the last message if it has `role`, else start a message."""
+    if out and out[-1]["role"] == role:
+        out[-1]["content"].append(block)
+    else:
+        out.append({"role": role, "content": [block]})
+
+
+def _text(message: Message, part: Part) -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, SummaryPart):
+        return summary_text(part)
+    raise ValueError(f"message {message.id!r}: a system prompt holds text only, not {part.type}")
+
+
+def _block(message: Message, part: Part) -> dict[str, Any] | None:
+    if isinstance(part, TextPart | SummaryPart):
+        return {"type": "text", "text": _text(message, part)}
+    if isinstance(part, ThinkingPart):
+        if part.signature is None:
+            return None
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+    if isinstance(part, ToolCallPart):
+        return {"type": "tool_use", "id": part.call_id, "name": part.name, "input": part.arguments}
+    if isinstance(part, ToolResultPart):
+        block = {"type": "tool_result", "tool_use_id": part.call_id}
+        return {**block, "content": result_text(part.result), "is_error": part.is_error}
+    return _data(message, part)
+
+
+def _data(message: Message, part: DataPart) -> dict[str, Any]:
+    if part.media_type.startswith("image/"):
+        kind = "image"
+    elif part.media_type == "application/pdf":
+        kind = "document"
+    else:
+        raise ValueError(
+            f"message {message.id!r}: the Messages API takes images and PDFs, not {part.media_type}"
+        )
+    if part.uri is not None:
+        return {"type": kind, "source": {"type": "url", "url": part.uri}}
+    source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+    return {"type": kind, "source": source}
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def from_messages(
+    messages: Iterable[Mapping[str, Any]], *, system: str | Iterable[Any] | None = None
+) -> list[Message]:
+    """`Message`s from a Messages API `system` and `messages` (as sent or returned).
+
+    Each tool result becomes a tool message of its own, in place.
+
+    Raises:
+        ValueError: an entry is not a message this format knows (names its index).
+    """
+    out: list[Message] = []
+    if system is not None:
+        out.append(Message.system(_system_text(system)))
+    for i, raw in enumerate(messages):
+        where = f"message {i}"
+        item = as_mapping(raw, where)
+        role = item.get("role")
+        if role not in ("user", "assistant"):
+            raise ValueError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
+        out.extend(_read(role, _blocks(item, where), where))
+    return out
+
+
+def _system_text(system: str | Iterable[Any]) -> str:
+    if isinstance(system, str):
+        return system
+    return "".join(field(as_mapping(b, "system"), "text", str, "system") for b in system)
+
+
+def _blocks(item: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
+    content = item.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise ValueError(f"{where}: content must be text or a list of blocks, got {content!r}")
+    return [as_mapping(block, f"{where} block {k}") for k, block in enumerate(content)]
+
+
+def _read(role: str, blocks: list[Mapping[str, Any]], where: str) -> list[Message]:
+    out: list[Message] = []
+    parts: list[Part] = []
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            if parts:
+                out.append(Message(role="user", contents=tuple(parts)))
+                parts = []
+            out.append(_tool_result(block, where))
+        else:
+            parts.append(_part(block, where))
+    if parts:
+        out.append(
+            Message(role="assistant" if role == "assistant" else "user", contents=tuple(parts))
+        )
+    return out
+
+
+def _tool_result(block: Mapping[str, Any], where: str) -> Message:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        texts = [field(as_mapping(b, where), "text", str, where) for b in content]
+        content = "".join(texts)
+    if not isinstance(content, str):
+        raise ValueError(f"{where}: tool_result content must be text, got {content!r}")
+    call_id = field(block, "tool_use_id", str, where)
+    return Message.tool_result(call_id, content, is_error=bool(block.get("is_error", False)))
+
+
+def _part(block: Mapping[str, Any], where: str) -> Part:
+    kind = block.get("type")
+    if kind == "text":
+        return TextPart(text=field(block, "text", str, where))
+    if kind == "thinking":
+        signature = block.get("signature")
+        return ThinkingPart(
+            text=field(block, "thinking", str, where),
+            signature=signature if isinstance(signature, str) else None,
+        )
+    if kind == "tool_use":
+        return ToolCallPart(
+            call_id=field(block, "id", str, where),
+            name=field(block, "name", str, where),
+            arguments=dict(field(block, "input", Mapping, where)),
+        )
+    if kind in ("image", "document"):
+        source = field(block, "source", Mapping, where)
+        if source.get("type") == "url":
+            url = field(source, "url", str, where)
+            media_type = "application/pdf" if kind == "document" else guess_image_type(url)
+            return DataPart(media_type=media_type, uri=url)
+        return DataPart(
+            media_type=field(source, "media_type", str, where),
+            data=field(source, "data", str, where),
+        )
+    raise ValueError(f"{where}: unsupported content block type {kind!r}")
+
+
+__all__ = ["AnthropicMessages", "from_messages", "to_messages"]
