@@ -215,14 +215,6 @@ def last_position(fd: int, limit: int) -> int | None:
     return None if line is None else line.position
 
 
-def write_all(fd: int, data: bytes, offset: int) -> None:
-    """Write all of `data` at `offset` (a short write is continued, never left torn)."""
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
-
-
 def merge(fd: int, limit: int, start: int, lines: Sequence[bytes]) -> bytes:
     """The whole file content with `lines` (positions `start, ...`) merged in by position.
 

@@ -6,11 +6,9 @@ import fcntl
 import json
 import logging
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -21,7 +19,7 @@ from pydantic import ValidationError
 
 from agent_threads._ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
-from agent_threads.stores import _jsonl
+from agent_threads.stores import _files, _jsonl
 from agent_threads.stores.base import (
     DEFAULT_VACUUM_GRACE,
     Record,
@@ -40,59 +38,11 @@ SCHEMA_VERSION = 1
 _FORMAT = "agent-threads/jsonfile"
 _MARKER = "agent-threads.json"
 _LOCK = ".lock"
-_TEMP_SUFFIX = ".tmp"
+_files.TEMP_SUFFIX = ".tmp"
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _make_dir(path: Path) -> None:
-    """Create `path` if missing, durably (its parent's entry is synced)."""
-    if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True)
-        _fsync_dir(path.parent)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` by `data` all at once: temporary file, fsync, rename, fsync dir."""
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{_TEMP_SUFFIX}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        try:
-            _jsonl.write_all(fd, data, 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-
-
-@contextmanager
-def _open_fd(path: Path, flags: int = os.O_RDONLY) -> Iterator[int]:
-    fd = os.open(path, flags, 0o644)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def _corrupted(path: Path, fd: int, exc: _jsonl.CorruptLineError) -> StoreCorruptedError:
@@ -129,10 +79,10 @@ def _parse_record(path: Path, raw: bytes, kind: str, record_id: str) -> Record:
 
 def _check_marker(path: Path) -> None:
     """Create the format marker of a new store, or check an existing one's version."""
-    raw = _read_bytes(path)
+    raw = _files.read_bytes(path)
     if raw is None:
         marker = {"format": _FORMAT, "schema_version": SCHEMA_VERSION}
-        _write_atomic(path, (json.dumps(marker, indent=2) + "\n").encode())
+        _files.write_atomic(path, (json.dumps(marker, indent=2) + "\n").encode())
         return
     try:
         marker = json.loads(raw)
@@ -160,6 +110,17 @@ def _entries(directory: Path, suffix: str) -> Iterator[tuple[str, os.DirEntry[st
                 continue
 
 
+def _stats(entries: Iterator[tuple[str, os.DirEntry[str]]]) -> dict[str, os.stat_result]:
+    """The stat of each listed file still there (another process may delete some)."""
+    stats = {}
+    for name, entry in entries:
+        try:
+            stats[name] = entry.stat()
+        except FileNotFoundError:
+            continue
+    return stats
+
+
 class _IndexedFile:
     __slots__ = ("entries", "inode", "scanned")
 
@@ -184,7 +145,7 @@ class _MessageIndex:
 
     def locate(self, message_id: str) -> list[tuple[str, int]]:
         with self._mutex:
-            current = {sid: entry.stat() for sid, entry in _entries(self._directory, ".jsonl")}
+            current = _stats(_entries(self._directory, ".jsonl"))
             self._forget_unlocked([sid for sid in self._files if sid not in current])
             for segment_id, stat in current.items():
                 known = self._files.get(segment_id)
@@ -212,7 +173,7 @@ class _MessageIndex:
     def _scan(self, segment_id: str, known: _IndexedFile) -> None:
         path = self._directory / f"{segment_id}.jsonl"
         try:
-            with _open_fd(path) as fd:
+            with _files.open_fd(path) as fd:
                 limit = _jsonl.complete_end(fd, os.fstat(fd).st_size)
                 try:
                     for line in _jsonl.iter_lines(fd, known.scanned, limit):
@@ -281,9 +242,9 @@ class JsonFileStore:
                 self._lock_fd = None
 
     def _open_sync(self) -> int:
-        _make_dir(self._root)
+        _files.make_dir(self._root)
         for name in ("records", "segments", "blobs"):
-            _make_dir(self._root / name)
+            _files.make_dir(self._root / name)
         fd = os.open(self._root / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self._with_file_lock(fd, self._check_directory)
@@ -295,7 +256,7 @@ class JsonFileStore:
     def _check_directory(self) -> None:
         _check_marker(self._root / _MARKER)
         for _, entry in _entries(self._root / "segments", ".jsonl"):
-            with _open_fd(Path(entry.path)) as fd:
+            with _files.open_fd(Path(entry.path)) as fd:
                 _complete_end(Path(entry.path), fd, action="ignored")
 
     @staticmethod
@@ -306,7 +267,7 @@ class JsonFileStore:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _open_fd(self) -> int:
+    def _lock_file(self) -> int:
         if self._lock_fd is None:
             raise RuntimeError(
                 f"{self!r} is not open: use `async with JsonFileStore(directory) as store:`"
@@ -314,13 +275,13 @@ class JsonFileStore:
         return self._lock_fd
 
     async def _read(self, work: Callable[[], T]) -> T:
-        self._open_fd()
+        self._lock_file()
         return await anyio.to_thread.run_sync(work)
 
     async def _write(self, work: Callable[[], T]) -> T:
         """Run `work` in a worker thread holding the lock file (one writer at a time)."""
         async with self._lock:
-            fd = self._open_fd()
+            fd = self._lock_file()
             return await anyio.to_thread.run_sync(self._with_file_lock, fd, work)
 
     # -- paths (every id is validated before it reaches one) ---------------------------
@@ -340,7 +301,7 @@ class JsonFileStore:
 
     async def get_record(self, kind: str, record_id: str) -> Record | None:
         path = self._record_path(kind, record_id)
-        raw = await self._read(lambda: _read_bytes(path))
+        raw = await self._read(lambda: _files.read_bytes(path))
         return None if raw is None else _parse_record(path, raw, kind, record_id)
 
     async def put_record(self, record: Record, *, expected_version: int) -> Record:
@@ -355,15 +316,15 @@ class JsonFileStore:
                     detail=f"expected version {expected_version}, stored version {stored_version}",
                 )
             stored = record.model_copy(update={"version": expected_version + 1})
-            _make_dir(path.parent)
-            _write_atomic(path, (stored.model_dump_json(indent=2) + "\n").encode())
+            _files.make_dir(path.parent)
+            _files.write_atomic(path, (stored.model_dump_json(indent=2) + "\n").encode())
             return stored
 
         return await self._write(put)
 
     @staticmethod
     def _stored_version(path: Path, kind: str, record_id: str) -> int:
-        raw = _read_bytes(path)
+        raw = _files.read_bytes(path)
         return 0 if raw is None else _parse_record(path, raw, kind, record_id).version
 
     async def delete_record(
@@ -381,7 +342,7 @@ class JsonFileStore:
                     detail=f"expected version {expected_version}, stored version {stored_version}",
                 )
             path.unlink()
-            _fsync_dir(path.parent)
+            _files.fsync_dir(path.parent)
             return True
 
         return await self._write(delete)
@@ -405,7 +366,7 @@ class JsonFileStore:
         for record_kind in kinds:
             directory = self._root / "records" / record_kind
             for record_id, entry in sorted(_entries(directory, ".json")):
-                raw = _read_bytes(Path(entry.path))
+                raw = _files.read_bytes(Path(entry.path))
                 if raw is not None:  # None: deleted since the listing
                     found.append(_parse_record(Path(entry.path), raw, record_kind, record_id))
         return found
@@ -428,18 +389,18 @@ class JsonFileStore:
 
     def _append_lines(self, path: Path, segment_id: str, start: int, lines: list[bytes]) -> None:
         created = not path.exists()
-        with _open_fd(path, os.O_RDWR | os.O_CREAT) as fd:
+        with _files.open_fd(path, os.O_RDWR | os.O_CREAT) as fd:
             limit, size = _complete_end(path, fd, action="removed before appending")
             try:
                 last = _jsonl.last_position(fd, limit)
                 if last is None or start > last:  # the usual case: after every written row
                     if size > limit:
                         os.ftruncate(fd, limit)
-                    _jsonl.write_all(fd, b"".join(lines), limit)
+                    _files.write_all(fd, b"".join(lines), limit)
                     os.fsync(fd)
                 else:
                     content = _jsonl.merge(fd, limit, start, lines)
-                    _write_atomic(path, content)
+                    _files.write_atomic(path, content)
             except _jsonl.CorruptLineError as exc:
                 raise _corrupted(path, fd, exc) from None
             except KeyError as exc:
@@ -449,7 +410,7 @@ class JsonFileStore:
         now = time.time()
         os.utime(path, (now, now))  # exact: file times are only as fine as the kernel tick
         if created:
-            _fsync_dir(path.parent)
+            _files.fsync_dir(path.parent)
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         path = self._segment_path(segment_id)
@@ -466,7 +427,7 @@ class JsonFileStore:
         if end <= start:
             return []
         try:
-            with _open_fd(path) as fd:
+            with _files.open_fd(path) as fd:
                 limit = _jsonl.complete_end(fd, os.fstat(fd).st_size)
                 try:
                     return _jsonl.read_range(fd, limit, start, end)
@@ -484,13 +445,7 @@ class JsonFileStore:
 
     @staticmethod
     def _times(directory: Path, suffix: str) -> dict[str, float]:
-        times = {}
-        for name, entry in _entries(directory, suffix):
-            try:
-                times[name] = entry.stat().st_mtime
-            except FileNotFoundError:
-                continue
-        return times
+        return {name: stat.st_mtime for name, stat in _stats(_entries(directory, suffix)).items()}
 
     async def delete_segments(self, segment_ids: Collection[str]) -> None:
         ids = list(segment_ids)
@@ -503,7 +458,7 @@ class JsonFileStore:
         for path in paths:
             path.unlink(missing_ok=True)
         for directory in {p.parent for p in paths}:
-            _fsync_dir(directory)
+            _files.fsync_dir(directory)
 
     # -- blobs ----------------------------------------------------------------------
 
@@ -516,7 +471,7 @@ class JsonFileStore:
             if path.exists():
                 os.utime(path, (now, now))  # written again: young again for vacuum
             else:
-                _write_atomic(path, bytes(data))
+                _files.write_atomic(path, bytes(data))
                 os.utime(path, (now, now))
 
         await self._write(put)
@@ -524,7 +479,7 @@ class JsonFileStore:
 
     async def get_blob(self, digest: str) -> bytes | None:
         path = self._blob_path(digest)
-        raw = await self._read(lambda: _read_bytes(path))
+        raw = await self._read(lambda: _files.read_bytes(path))
         if raw is not None and digest_of(raw) != digest:
             raise StoreCorruptedError(str(path), detail="content does not match its digest")
         return raw
@@ -552,7 +507,7 @@ class JsonFileStore:
         for directory in directories:
             for entry in os.scandir(directory):
                 name = entry.name
-                is_temporary = name.startswith(".") and name.endswith(_TEMP_SUFFIX)
+                is_temporary = name.startswith(".") and name.endswith(_files.TEMP_SUFFIX)
                 if is_temporary and entry.stat().st_mtime <= cutoff:
                     Path(entry.path).unlink(missing_ok=True)
 
