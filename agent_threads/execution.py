@@ -41,6 +41,8 @@ def check_json(value: object, *, what: str) -> JsonValue:
     Raises:
         TypeError: naming `what` and the offending type.
     """
+    if value is None or isinstance(value, str | bool | int):
+        return value
     try:
         return cast(JsonValue, json.loads(json.dumps(value, default=_plain, allow_nan=False)))
     except (TypeError, ValueError) as exc:

@@ -236,6 +236,8 @@ class WorkflowThread(AgentThread):
         """The sub-thread under `key` (default: the agent's name), created if missing."""
         name = agent_name(agent)
         key = check_key(name if key is None else key)
+        if key in self._handles:
+            return self._handles[key]
         async with self._lock:
             if key in self._handles:
                 return self._handles[key]

@@ -173,11 +173,13 @@ class _Runner:
                 await self.thread.update_execution(status="completed")
                 return False
             await self._begin(execution.next, execution.superstep)
-        pending = [
-            r for r in latest_attempts(self.thread.execution.current) if r.status == "pending"
+        ready = [
+            r
+            for r in latest_attempts(self.thread.execution.current)
+            if r.status in ("pending", "running")  # running: stored so by _begin just now
         ]
         async with anyio.create_task_group() as group:
-            for record in pending:
+            for record in ready:
                 group.start_soon(self._attempts, record)
         return await self._settle()
 
@@ -201,9 +203,9 @@ class _Runner:
                     superstep=superstep,
                     input=task.input,
                     thread_head=sub.head,
-                )
+                ).running()
             )
-        await self.thread.update_execution(current=records, next=())
+        await self.thread.update_execution(current=records, next=())  # they start right away
 
     async def _attempts(self, record: StepRecord) -> None:
         """Run a step until it completes, is interrupted, or has used its attempts."""
@@ -216,8 +218,11 @@ class _Runner:
         await self._attempt(step, record)
 
     async def _attempt(self, step: Step, record: StepRecord) -> StepRecord:
-        record = record.running()
-        await self._store(record)
+        if record.status == "pending":  # a retry or a re-run: store that it starts
+            record = record.running()
+            await self._store(record)
+        else:
+            await self._notify(record)
         sub = await self.thread.get_sub_thread(record.key)
         context = StepContext(self.thread, sub, self.thread.state, record.input, record)
         try:
@@ -230,6 +235,9 @@ class _Runner:
 
     async def _store(self, record: StepRecord) -> None:
         await self.thread.record_step(record)
+        await self._notify(record)
+
+    async def _notify(self, record: StepRecord) -> None:
         if self.on_step is not None:
             result = self.on_step(record)
             if inspect.isawaitable(result):
