@@ -26,6 +26,7 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/fork.py
+	$(BIN)/python bench/stores.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
