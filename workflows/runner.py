@@ -178,9 +178,10 @@ class _Runner:
             for r in latest_attempts(self.thread.execution.current)
             if r.status in ("pending", "running")  # running: stored so by _begin just now
         ]
+        steps = [self.workflow.get_step(r.step) for r in ready]  # unknown steps fail here
         async with anyio.create_task_group() as group:
-            for record in ready:
-                group.start_soon(self._attempts, record)
+            for step, record in zip(steps, ready, strict=True):
+                group.start_soon(self._attempts, step, record)
         return await self._settle()
 
     async def _begin(self, tasks: Sequence[StepTask], superstep: int) -> None:
@@ -207,9 +208,8 @@ class _Runner:
             )
         await self.thread.update_execution(current=records, next=())  # they start right away
 
-    async def _attempts(self, record: StepRecord) -> None:
+    async def _attempts(self, step: Step, record: StepRecord) -> None:
         """Run a step until it completes, is interrupted, or has used its attempts."""
-        step = self.workflow.get_step(record.step)
         for _ in range(step.max_attempts - 1):
             record = await self._attempt(step, record)
             if record.status != "failed":

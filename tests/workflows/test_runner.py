@@ -396,3 +396,30 @@ def test_a_workflow_runs_under_trio_on_memory_and_json_file_stores(tmp_path: Pat
                 assert texts((await reloaded.get_sub_thread("writer")).messages) == ["draft"] * 2
 
     anyio.run(main, backend="trio")
+
+
+async def test_resuming_with_a_workflow_that_lacks_a_pending_step_names_it() -> None:
+    first = step(name="first")(_echo)
+    gate = step(name="gate")(_gate)
+    run = await Workflow("w").edge(first, gate).run(1)
+    assert run.execution.status == "paused"
+    with pytest.raises(ValueError, match="no step 'gate'"):
+        await Workflow("w").add(first).resume(run, reply="go")
+
+
+async def _gate(ctx: StepContext) -> Any:
+    return await ctx.interrupt("open?")
+
+
+async def test_vacuum_keeps_the_step_history_and_checkpoints_of_a_run() -> None:
+    store = MemoryStore()
+    run = await pipeline(Calls()).run("t", store=store)
+    await run.fork(checkpoint=(await run.checkpoints())[3])
+    await store.vacuum(grace=0)
+    reloaded = await WorkflowThread.load(run.id, store=store)
+    assert list(reloaded.execution.history) == list(run.execution.history)
+    for checkpoint in await reloaded.checkpoints():
+        snapshot = await reloaded.at(checkpoint)
+        assert len(snapshot.execution.history) == checkpoint.history_length
+        for key in snapshot.sub_thread_keys:
+            await (await snapshot.get_sub_thread(key)).get_messages()
