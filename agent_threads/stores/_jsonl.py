@@ -138,9 +138,9 @@ def iter_lines(fd: int, start: int, limit: int, *, chunk_size: int = _CHUNK) -> 
         pieces = (pending + chunk).split(b"\n")
         pending = pieces.pop()
         for raw in pieces:
-            line = decode(raw, line_start)
-            line_start = line.end
-            yield line
+            if raw.strip():  # blank lines (a hand edit) hold nothing
+                yield decode(raw, line_start)
+            line_start += len(raw) + 1
 
 
 def _line_from(fd: int, offset: int, limit: int) -> Line | None:
@@ -208,11 +208,14 @@ def scan_range(fd: int, limit: int, start: int, end: int) -> list[str]:
 
 
 def last_position(fd: int, limit: int) -> int | None:
-    """The position of the last complete line, or None for an empty file."""
-    if limit == 0:
-        return None
-    line = _line_from(fd, complete_end(fd, limit - 1), limit)
-    return None if line is None else line.position
+    """The position of the last row line (blank lines skipped), or None if there is none."""
+    while limit > 0:
+        start = complete_end(fd, limit - 1)
+        line = _line_from(fd, start, limit)
+        if line is not None:
+            return line.position
+        limit = start
+    return None
 
 
 def merge(fd: int, limit: int, start: int, lines: Sequence[bytes]) -> bytes:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from agent_threads import (
     ChatMessageThread,
+    ConflictError,
     InvalidIdError,
     JsonFileStore,
     Message,
@@ -121,8 +122,14 @@ async def test_a_hand_edited_line_with_the_same_json_still_reads(tmp_path: Path)
     lines = path.read_text().splitlines()
     edited = json.loads(lines[1])
     lines[1] = json.dumps({"message": edited["message"], **edited}, indent=None)
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n\n")  # reordered keys, spaces, a blank line
     assert await texts_in(tmp_path, thread.id) == ["a", "b"]
+    async with JsonFileStore(tmp_path) as store:
+        with pytest.raises(ConflictError):
+            await store.append_rows(thread.ranges[-1].segment_id, 1, [Row("x", "{}")])
+        loaded = await ChatMessageThread.load(thread.id, store=store)
+        await loaded.on_new_messages([Message.user("c")])
+    assert await texts_in(tmp_path, thread.id) == ["a", "b", "c"]
 
 
 async def test_a_directory_written_by_a_newer_version_is_refused(tmp_path: Path) -> None:
