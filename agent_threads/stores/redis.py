@@ -18,7 +18,9 @@ which no valid id contains::
     {P}:tag:T              set     K/I of every record holding tag T
     {P}:segment:S          hash    position -> "<message id>\n<row JSON>"
     {P}:segments           zset    segment id S, scored by the Unix time of its last write
-    {P}:message:M          set     "S/position" of every row holding message M
+    {P}:messages           hash    message id -> "S/position" of every row holding it,
+                                   space-separated (one hash: a key per message costs
+                                   ~2.5x the memory)
     {P}:blob:D             string  the bytes whose SHA-256 hex digest is D
     {P}:blobs              zset    digest D, scored by the Unix time it was written
 
@@ -146,9 +148,10 @@ return docs
 """
 
 _APPEND_ROWS = """
--- KEYS[1] segment hash, KEYS[2] segments zset; ARGV: base, segment id, start, now, values...
--- Returns -1, or the first position already written (then nothing is written).
-local start, n = tonumber(ARGV[3]), #ARGV - 4
+-- KEYS[1] segment hash, KEYS[2] segments zset, KEYS[3] messages hash;
+-- ARGV: segment id, start, now, values... Returns -1, or the first position already
+-- written (then nothing is written).
+local start, n = tonumber(ARGV[2]), #ARGV - 3
 for i = 0, n - 1 do
   if redis.call('HEXISTS', KEYS[1], string.format('%d', start + i)) == 1 then
     return start + i
@@ -156,28 +159,38 @@ for i = 0, n - 1 do
 end
 for i = 0, n - 1 do
   local position = string.format('%d', start + i)
-  local value = ARGV[5 + i]
-  local newline = string.find(value, '\\n', 1, true)
+  local value = ARGV[4 + i]
+  local message = string.sub(value, 1, string.find(value, '\\n', 1, true) - 1)
+  local place = ARGV[1] .. '/' .. position
+  local places = redis.call('HGET', KEYS[3], message)
   redis.call('HSET', KEYS[1], position, value)
-  redis.call('SADD', ARGV[1] .. 'message:' .. string.sub(value, 1, newline - 1),
-             ARGV[2] .. '/' .. position)
+  redis.call('HSET', KEYS[3], message, places and (places .. ' ' .. place) or place)
 end
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 return -1
 """
 
 _DELETE_SEGMENT = """
--- KEYS[1] segment hash, KEYS[2] segments zset; ARGV: base, segment id
+-- KEYS[1] segment hash, KEYS[2] segments zset, KEYS[3] messages hash; ARGV: segment id
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local newline = string.find(all[i + 1], '\\n', 1, true)
   if newline then
-    redis.call('SREM', ARGV[1] .. 'message:' .. string.sub(all[i + 1], 1, newline - 1),
-               ARGV[2] .. '/' .. all[i])
+    local message = string.sub(all[i + 1], 1, newline - 1)
+    local gone = ARGV[1] .. '/' .. all[i]
+    local kept = {}
+    for place in string.gmatch(redis.call('HGET', KEYS[3], message) or '', '%S+') do
+      if place ~= gone then kept[#kept + 1] = place end
+    end
+    if #kept == 0 then
+      redis.call('HDEL', KEYS[3], message)
+    else
+      redis.call('HSET', KEYS[3], message, table.concat(kept, ' '))
+    end
   end
 end
 redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[1])
 return #all / 2
 """
 
@@ -372,9 +385,10 @@ class RedisStore:
         validate_rows(segment_id, start, rows)
         key = self._key("segment", segment_id)
         values = [f"{row.message_id}\n{row.data}" for row in rows]
-        args = [self._base, segment_id, start, repr(time.time()), *values]
+        keys = [key, self._key("segments"), self._key("messages")]
+        args = [segment_id, start, repr(time.time()), *values]
         with _foreign_keys_are_corruption(f"Redis key {key!r}"):
-            taken = await self._run("append_rows", [key, self._key("segments")], args)
+            taken = await self._run("append_rows", keys, args)
         if taken != -1:
             raise ConflictError(
                 f"segment {segment_id!r}", detail=f"position {taken} is already written"
@@ -401,15 +415,16 @@ class RedisStore:
 
     async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
         validate_id(message_id, what="message id")
-        key = self._key("message", message_id)
+        key = self._key("messages")
         client = await self._connection()
         with _foreign_keys_are_corruption(f"Redis key {key!r}"):
-            members = await client.smembers(key)
+            found = await client.hget(key, message_id)
+        where = f"Redis key {key!r} field {message_id!r}"
         places = []
-        for member in members:
-            segment_id, _, position = _text(member, f"Redis key {key!r}").rpartition("/")
+        for place in _text(found or b"", where).split():
+            segment_id, _, position = place.rpartition("/")
             if not segment_id or not position.isdigit():
-                raise StoreCorruptedError(f"Redis key {key!r}", detail=f"bad entry {member!r}")
+                raise StoreCorruptedError(where, detail=f"bad place {place!r}")
             places.append((segment_id, int(position)))
         return sorted(places)
 
@@ -431,7 +446,9 @@ class RedisStore:
             key = self._key("segment", segment_id)
             with _foreign_keys_are_corruption(f"Redis key {key!r}"):
                 await self._run(
-                    "delete_segment", [key, self._key("segments")], [self._base, segment_id]
+                    "delete_segment",
+                    [key, self._key("segments"), self._key("messages")],
+                    [segment_id],
                 )
 
     # -- blobs ------------------------------------------------------------------------

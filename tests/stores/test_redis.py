@@ -80,13 +80,13 @@ async def test_keys_follow_the_documented_layout(store: RedisStore, admin: redis
         "tag:b c": "set",
         "segment:s1": "hash",
         "segments": "zset",
-        "message:m1": "set",
+        "messages": "hash",
         f"blob:{digest}": "string",
         "blobs": "zset",
     }
     base = "{" + store.prefix + "}:"
     assert await admin.hget(base + "segment:s1", "0") == 'm1\n{"x": 1}'
-    assert await admin.smembers(base + "message:m1") == {"s1/0"}
+    assert await admin.hget(base + "messages", "m1") == "s1/0"
     assert await admin.hget(base + "record:thread/t1", "version") == "1"
 
 
@@ -102,6 +102,16 @@ async def test_deleting_everything_leaves_only_the_score_sets_empty(
     await store.delete_segments(["s1"])
     await store.delete_blobs([digest])
     assert await _keys(admin, store) == {}
+
+
+async def test_deleting_a_segment_keeps_a_message_s_other_places(
+    store: RedisStore, admin: redis.Redis
+) -> None:
+    await store.append_rows("s1", 0, [Row("m", "{}")])
+    await store.append_rows("s2", 7, [Row("m", "{}")])
+    await store.delete_segments(["s1"])
+    assert await store.locate_message("m") == [("s2", 7)]
+    assert await admin.hget("{" + store.prefix + "}:messages", "m") == "s2/7"
 
 
 async def test_retagging_a_record_moves_it_between_tag_indexes(store: RedisStore) -> None:
