@@ -269,7 +269,7 @@ class PostgresStore:
                     async with pool.acquire() as connection:
                         await self._migrate(connection)
                 except BaseException:
-                    await pool.close()
+                    pool.terminate()  # no await: this may be a cancellation
                     raise
                 self._pool = pool
             return self._pool
