@@ -16,6 +16,9 @@ how to weigh what it stores.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import socket
 import sqlite3
 import statistics
 import sys
@@ -26,6 +29,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlparse
 
 import aiosqlite
 import anyio
@@ -59,6 +63,10 @@ class BenchStore:
     name: str
     open: Callable[[Path], ThreadStore]
     size: Callable[[Path, ThreadStore], Awaitable[int]]
+    discard: Callable[[Path], Awaitable[None]] | None = None
+    """Deletes what a server store keeps for this directory (files go with the directory)."""
+    on_disk: bool = True
+    """Whether `size` weighs files (the bytes target is for those, not a server's memory)."""
 
 
 def _checkpointed_size(path: Path) -> int:
@@ -88,6 +96,109 @@ STORES = [
     BenchStore("SQLiteStore", lambda d: SQLiteStore(d / "threads.db"), sqlite_size),
     BenchStore("JsonFileStore", lambda d: JsonFileStore(d / "store"), tree_size),
 ]
+
+# -- the server stores: a key prefix or schema per directory, weighed where they keep data
+
+REDIS_URL = os.environ.get("AGENT_THREADS_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_DSN = os.environ.get(
+    "AGENT_THREADS_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def _namespace(directory: Path) -> str:
+    """The Redis key prefix or PostgreSQL schema standing for a bench directory."""
+    return "bench_" + hashlib.sha256(str(directory).encode()).hexdigest()[:16]
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    address = (parsed.hostname or "127.0.0.1", parsed.port or default_port)
+    try:
+        with socket.create_connection(address, 1.0):
+            return True
+    except OSError:
+        return False
+
+
+def open_redis(directory: Path) -> ThreadStore:
+    from agent_threads.stores.redis import RedisStore
+
+    return RedisStore(REDIS_URL, prefix=_namespace(directory))
+
+
+async def redis_size(directory: Path, store: ThreadStore) -> int:
+    """MEMORY USAGE summed over the store's keys: the bytes Redis holds for it."""
+    import redis.asyncio as redis
+
+    async with redis.Redis.from_url(REDIS_URL) as client:
+        pattern = "{" + _namespace(directory) + "}:*"
+        keys = [key async for key in client.scan_iter(match=pattern, count=1000)]
+        total = 0
+        for first in range(0, len(keys), 1000):
+            async with client.pipeline(transaction=False) as pipe:
+                for key in keys[first : first + 1000]:
+                    pipe.memory_usage(key, samples=0)
+                total += sum(size or 0 for size in await pipe.execute())
+    return total
+
+
+async def redis_discard(directory: Path) -> None:
+    import redis.asyncio as redis
+
+    async with redis.Redis.from_url(REDIS_URL) as client:
+        pattern = "{" + _namespace(directory) + "}:*"
+        keys = [key async for key in client.scan_iter(match=pattern, count=1000)]
+        for first in range(0, len(keys), 1000):
+            await client.delete(*keys[first : first + 1000])
+
+
+def open_postgres(directory: Path) -> ThreadStore:
+    from agent_threads.stores.postgres import PostgresStore
+
+    return PostgresStore(POSTGRES_DSN, schema=_namespace(directory))
+
+
+async def postgres_size(directory: Path, store: ThreadStore) -> int:
+    """The schema's tables with their indexes and TOAST (pg_total_relation_size)."""
+    import asyncpg
+
+    connection = await asyncpg.connect(POSTGRES_DSN)
+    try:
+        await connection.execute("CHECKPOINT")  # as SQLite's: settle before weighing
+        size = await connection.fetchval(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = $1 AND c.relkind = 'r'",
+            _namespace(directory),
+        )
+    finally:
+        await connection.close()
+    return int(size)
+
+
+async def postgres_discard(directory: Path) -> None:
+    import asyncpg
+
+    connection = await asyncpg.connect(POSTGRES_DSN)
+    try:
+        await connection.execute(f'DROP SCHEMA IF EXISTS "{_namespace(directory)}" CASCADE')
+    finally:
+        await connection.close()
+
+
+SERVER_STORES = [
+    (REDIS_URL, 6379, BenchStore("RedisStore", open_redis, redis_size, redis_discard, False)),
+    (
+        POSTGRES_DSN,
+        5432,
+        BenchStore("PostgresStore", open_postgres, postgres_size, postgres_discard, False),
+    ),
+]
+for _url, _port, _bench in SERVER_STORES:
+    if _reachable(_url, _port):
+        STORES.append(_bench)
+    else:
+        print(f"skipping {_bench.name}: no server at {_url}", file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -267,7 +378,16 @@ async def measure_reads(bench: BenchStore, directory: Path, thread_id: str, into
 
 
 async def bench_size(size: int, root: Path) -> list[Result]:
-    """All contenders at one N."""
+    """All contenders at one N; then the server stores delete what they kept."""
+    try:
+        return await _bench_size(size, root)
+    finally:
+        for bench in STORES:
+            if bench.discard is not None:
+                await bench.discard(root / bench.name)
+
+
+async def _bench_size(size: int, root: Path) -> list[Result]:
     places = {b.name: root / b.name for b in STORES}
     async with AsyncExitStack() as stack:
         contenders: list[Contender] = []
@@ -327,7 +447,9 @@ def report(results: list[Result], sizes: tuple[int, ...], json_bytes: float) -> 
         "## Bytes on disk, fork and tail reads",
         "",
         f"Fork and load-last-{TAIL}: median of {REPEATS}, each on a store opened afresh"
-        f" (`load(..., lazy=True)`, then `fork()` or `get_messages(-{TAIL})`).",
+        f" (`load(..., lazy=True)`, then `fork()` or `get_messages(-{TAIL})`)."
+        " Bytes: files on disk; for RedisStore the memory its keys hold (MEMORY USAGE),"
+        " for PostgresStore its tables with indexes and TOAST (pg_total_relation_size).",
         "",
         "| store | N | bytes on disk / message | / message JSON | fork (ms) | vs N=1,000"
         f" | load last {TAIL} (ms) | vs N=1,000 |",
@@ -361,14 +483,19 @@ def verdicts(results: list[Result], sizes: tuple[int, ...], json_bytes: float) -
             f" ({serializing:.0%} of raw bare serializing too) (>= 70%)"
             f" -> {_mark(strict >= 0.7)}"
         )
-    for name in [s.name for s in STORES]:
+    for bench in STORES:
+        name = bench.name
         small, large = by[name, sizes[0]], by[name, sizes[-1]]
         disk = large.bytes_per_message / json_bytes
         growth = large.bytes_per_message / small.bytes_per_message
         fork, tail = large.fork_ms / small.fork_ms, large.tail_ms / small.tail_ms
+        if bench.on_disk:
+            out.append(
+                f"- {name} bytes per message at N={sizes[-1]:,}: {disk:.2f}x the JSON (<= 1.5x),"
+                f" {growth:.2f}x the N={sizes[0]:,} figure"
+                f" -> {_mark(disk <= 1.5 and growth <= 1.1)}"
+            )
         out += [
-            f"- {name} bytes per message at N={sizes[-1]:,}: {disk:.2f}x the JSON (<= 1.5x),"
-            f" {growth:.2f}x the N={sizes[0]:,} figure -> {_mark(disk <= 1.5 and growth <= 1.1)}",
             f"- {name} fork at N={sizes[-1]:,}: {fork:.2f}x N={sizes[0]:,} (<= 2x)"
             f" -> {_mark(fork <= 2)}",
             f"- {name} load last {TAIL} at N={sizes[-1]:,}: {tail:.2f}x N={sizes[0]:,} (<= 2x)"
