@@ -10,7 +10,7 @@ sub-thread unchanged since the last cut reuses that cut's checkpoint.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -306,7 +306,7 @@ class WorkflowSnapshot(ThreadSnapshot[WorkflowT]):
         *,
         id: str | None = None,
         title: str | None = None,
-        tags: Any = None,
+        tags: Sequence[str] | None = None,
         reset_stats: bool = True,
     ) -> WorkflowT:
         """A new workflow thread starting from this cut, with status `idle`.
