@@ -98,8 +98,14 @@ async def export_history(thread: AgentThread) -> dict[str, Any]:
         entries.append(_checkpoint_entry(checkpoint, pool.place(checkpoint.piece_table, add=True)))
         if checkpoint.state_digest:
             digests.append(checkpoint.state_digest)
+    # the origin's rows may be gone (vacuumed): then it is no use, and the empty point
+    # stands in, so the import does not take its own arrival as a known point
+    origin_entry: dict[str, Any] = {
+        "ranges": [],
+        "state": None,
+        "stats": ThreadStats().model_dump(),
+    }
     origin = origin_point(thread)
-    origin_entry = None
     if origin is not None and (ranges := pool.place(origin.ranges, add=False)) is not None:
         origin_entry = {
             "ranges": ranges,

@@ -193,6 +193,41 @@ async def test_at_last_message_is_the_thread_now() -> None:
     assert snap.state == {"now": True} and snap.stats == thread.stats
 
 
+async def test_at_message_prefers_the_newest_of_equal_points() -> None:
+    thread = await chat("a")
+    await thread.update_state({"v": 1})
+    await thread.checkpoint()
+    await thread.update_state({"v": 2})
+    await thread.checkpoint()
+    await thread.update_state({"v": 3})
+    last = thread.messages[-1].id
+    assert (await thread.at(message_id=last)).state == {"v": 3}  # now beats both
+    await thread.on_new_messages([turn("b")])
+    assert (await thread.at(message_id=last)).state == {"v": 2}  # newer checkpoint wins
+
+
+async def test_rollback_to_the_last_message_keeps_the_state() -> None:
+    thread = await ChatMessageThread.create(auto_checkpoint=True)
+    await thread.on_new_messages([turn("a")])
+    await thread.update_state({"after": "the auto checkpoint"})
+    await thread.rollback(message_id=thread.messages[-1].id)
+    assert thread.state == {"after": "the auto checkpoint"}
+
+
+async def test_fork_remembers_the_state_it_started_from() -> None:
+    parent = await chat("a")
+    await parent.update_state({"from": "parent"})
+    fork = await parent.fork()
+    await fork.on_new_messages([turn("b")])
+    await fork.update_state({"from": "fork"})
+    await parent.update_state({"from": "parent, later"})
+    snap = await fork.at(message_id=fork.messages[0].id)
+    assert snap.state == {"from": "parent"} and snap.stats.message_count == 0
+    await fork.store.vacuum(grace=0)
+    await fork.rollback(message_id=fork.messages[0].id)
+    assert fork.state == {"from": "parent"}
+
+
 async def test_at_message_before_any_checkpoint_starts_from_empty_state() -> None:
     thread = await chat("a", "b")
     await thread.update_state({"late": 1})
