@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import socket
 import sqlite3
 import statistics
@@ -331,21 +332,26 @@ class Result:
     single_calls: list[float] = field(default_factory=list)
 
 
-def _rotated(contenders: list[Contender], turn: int) -> list[Contender]:
-    """Each turn starts with the next contender, so none always follows the slowest."""
-    shift = turn % len(contenders)
-    return contenders[shift:] + contenders[:shift]
+_ORDER = random.Random(7)
+
+
+def _shuffled(contenders: list[Contender]) -> list[Contender]:
+    """The contenders in a fresh order each turn, so none always follows the same one.
+
+    A server store's background work or an fsync slows whoever comes next.
+    """
+    return _ORDER.sample(contenders, len(contenders))
 
 
 async def race(contenders: list[Contender], size: int) -> dict[str, Result]:
     """Every contender appends the same messages: `size` in batches, then one by one."""
     results = {c.name: Result(c.name, size) for c in contenders}
-    for turn, batch in enumerate(batches(0, size, BATCH)):
-        for contender in _rotated(contenders, turn):
+    for batch in batches(0, size, BATCH):
+        for contender in _shuffled(contenders):
             results[contender.name].batch_calls.append(await contender.append(batch))
     for i in range(SINGLE_APPENDS):
         one = [message(size + i)]
-        for contender in _rotated(contenders, i):
+        for contender in _shuffled(contenders):
             results[contender.name].single_calls.append(await contender.append(one))
     for result in results.values():
         result.batched_rate = BATCH / statistics.median(result.batch_calls)
