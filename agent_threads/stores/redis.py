@@ -19,8 +19,8 @@ which no valid id contains::
     {P}:segment:S          hash    position -> "<message id>\n<row JSON>"
     {P}:segments           zset    segment id S, scored by the Unix time of its last write
     {P}:messages           hash    message id -> "S/position" of every row holding it,
-                                   space-separated (one hash: a key per message costs
-                                   ~2.5x the memory)
+                                   space-separated (one hash: a key per message would
+                                   take twice the memory)
     {P}:blob:D             string  the bytes whose SHA-256 hex digest is D
     {P}:blobs              zset    digest D, scored by the Unix time it was written
 
