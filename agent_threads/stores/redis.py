@@ -29,6 +29,10 @@ vacuuming client's clock. A command whose connection breaks raises the driver's
 `redis.exceptions.ConnectionError` and is not retried: a retried write could run
 twice (its reply was lost, not its effect). The next call reconnects; a pooled
 connection the server closed while idle is replaced before use.
+
+Redis keeps threads only as safely as it is configured to: for threads you cannot
+lose, run it with `appendonly yes` and `maxmemory-policy noeviction` (an evicted row
+or record would surface as StoreCorruptedError or a missing thread).
 """
 
 from __future__ import annotations
