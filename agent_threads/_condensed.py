@@ -71,13 +71,15 @@ class Entry:
         "tokens",
     )
 
-    def __init__(self, message: Message, *, raw: int, pos: int, last: int, ids: Sequence[str]):
+    def __init__(
+        self, message: Message, *, raw: int, pos: int, last: int, start_id: str, end_id: str
+    ):
         self.message = message
         self.raw = raw
         self.pos = pos
         self.last = last
-        self.start_id = ids[pos]
-        self.end_id = ids[last]
+        self.start_id = start_id
+        self.end_id = end_id
         self.calls = tuple(p.call_id for p in message.contents if isinstance(p, ToolCallPart))
         self.results = tuple(p.call_id for p in message.contents if isinstance(p, ToolResultPart))
         self.index = -1
@@ -91,11 +93,11 @@ class Entry:
     def count(self, key: Hashable, counter: Counter) -> int:
         tokens = self.tokens.get(key)
         if tokens is None:
-            tokens = self.tokens[key] = _checked_count(counter, self.message)
+            tokens = self.tokens[key] = checked_count(counter, self.message)
         return tokens
 
 
-def _checked_count(counter: Counter, message: Message) -> int:
+def checked_count(counter: Counter, message: Message) -> int:
     tokens = counter.count(message)
     if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
         raise TypeError(
@@ -119,7 +121,7 @@ def summary_span(message: Message, raw: int, index: dict[str, int]) -> tuple[int
     return None
 
 
-class _Intervals:
+class Intervals:
     """Disjoint, merged closed intervals of message indexes (the hidden ones)."""
 
     def __init__(self) -> None:
@@ -221,7 +223,7 @@ class Condensed:
         return condensed
 
     def _visible(self) -> list[Entry]:
-        hidden = _Intervals()
+        hidden = Intervals()
         found: list[Entry] = []
         i = len(self.raw) - 1
         while i >= 0:
@@ -231,13 +233,19 @@ class Condensed:
                 continue
             span = summary_span(self.raw[i], i, self.index)
             if span is None:
-                found.append(Entry(self.raw[i], raw=i, pos=i, last=i, ids=self.ids))
+                found.append(self._entry(i, i, i))
             elif hidden.containing(span[0]) is None:
                 hidden.add(*span)
-                found.append(Entry(self.raw[i], raw=i, pos=span[0], last=span[1], ids=self.ids))
+                found.append(self._entry(i, *span))
             i -= 1
         found.sort(key=lambda e: (e.pos, e.raw))
         return found
+
+    def _entry(self, raw: int, pos: int, last: int) -> Entry:
+        ids = self.ids
+        return Entry(
+            self.raw[raw], raw=raw, pos=pos, last=last, start_id=ids[pos], end_id=ids[last]
+        )
 
     def append(self, message: Message) -> None:
         """Take one more message (the newest).
@@ -254,14 +262,14 @@ class Condensed:
         self.index[message.id] = raw
         span = summary_span(message, raw, self.index)
         if span is None:
-            self._link(Entry(message, raw=raw, pos=raw, last=raw, ids=self.ids))
+            self._link(self._entry(raw, raw, raw))
             return
         start, end = span
         covered = self._covered(start, end)
         later = self._truncate(start)
         for entry in covered:
             self.summaries.pop(entry.raw, None)
-        self._link(Entry(message, raw=raw, pos=start, last=end, ids=self.ids))
+        self._link(self._entry(raw, start, end))
         for entry in later:
             if entry.pos > end:
                 self._link(entry)
@@ -423,9 +431,13 @@ class Prefix:
         self._calls: set[str] = set()
         self._tokens: dict[Hashable, tuple[int, int]] = {}
 
+    def wants_more(self) -> bool:
+        """Whether the next message would join (the prefix is short or a call awaits)."""
+        return self.end < self.keep_first or bool(self._pending)
+
     def advance(self, raw: Sequence[Message]) -> None:
         """Take in messages while short of `keep_first` or while a call awaits its result."""
-        while self.end < len(raw) and (self.end < self.keep_first or self._pending):
+        while self.end < len(raw) and self.wants_more():
             message = raw[self.end]
             results = [p.call_id for p in message.contents if isinstance(p, ToolResultPart)]
             if all(call_id in self._calls for call_id in results):
@@ -441,7 +453,7 @@ class Prefix:
     def tokens(self, key: Hashable, counter: Counter) -> int:
         counted, total = self._tokens.get(key, (0, 0))
         for message in self.messages[counted:]:
-            total += _checked_count(counter, message)
+            total += checked_count(counter, message)
         self._tokens[key] = (len(self.messages), total)
         return total
 

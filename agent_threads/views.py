@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -26,6 +26,7 @@ import anyio
 
 from agent_threads import log
 from agent_threads._condensed import Condensed, Limits, NeedsRebuild, Prefix, Selection, select
+from agent_threads._view_tail import TailSource, tail_select
 from agent_threads.log import Ranges
 from agent_threads.messages import (
     DataPart,
@@ -252,6 +253,18 @@ class ViewSource(Protocol):
 
     async def on_new_messages(self, messages: Iterable[Message], *, retries: int = 1) -> None: ...
 
+    @property
+    def head(self) -> int: ...
+
+    @property
+    def is_lazy(self) -> bool: ...
+
+    async def index_of(self, message_id: str) -> int: ...
+
+
+_MEMO_LIMIT = 100_000
+"""Token counts a lazy handle's cache remembers by message id before starting over."""
+
 
 class ViewCache:
     """The condensed sequence of one thread handle's messages and the ranges it has read."""
@@ -261,6 +274,7 @@ class ViewCache:
         self._condensed: Condensed | None = None
         self._ranges: Ranges = ()
         self._prefixes: dict[int, Prefix] = {}
+        self._memo: dict[tuple[Hashable, str], int] = {}
         self.rebuilds = 0
         """How many times the cache was built from scratch (for tests and benchmarks)."""
 
@@ -283,12 +297,24 @@ class ViewCache:
         limits = _limits(max_tokens, max_messages, keep_first)
         chosen = _counter(counter)
         async with self._lock:
+            if self._condensed is None and thread.is_lazy:
+                selection = await self._tail(thread, limits, chosen)
+                if selection is not None:
+                    return _wrap(selection)
             condensed = await self._update(thread)
             prefix = self._prefixes.get(limits.keep_first)
             if prefix is None:
                 prefix = self._prefixes[limits.keep_first] = Prefix(limits.keep_first)
             prefix.advance(condensed.raw)
             return _wrap(select(condensed, prefix, limits, chosen, thread_id=thread.id))
+
+    async def _tail(
+        self, thread: TailSource, limits: Limits, counter: TokenCounter
+    ) -> Selection | None:
+        """A lazy handle's view, read from the newest message back (None: read it all)."""
+        if len(self._memo) > _MEMO_LIMIT:
+            self._memo = {}
+        return await tail_select(thread, limits, counter, self._memo)
 
     async def condense(
         self,

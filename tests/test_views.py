@@ -532,7 +532,53 @@ async def test_lazy_handle_views_without_loading_its_messages() -> None:
     await lazy.on_new_messages(turn("new"))
     await thread.refresh()
     assert await lazy.view(**limits) == await thread.view(**limits)
-    assert lazy.is_lazy and lazy._view_cache().rebuilds == 1
+    assert lazy.is_lazy and lazy._view_cache().rebuilds == 0  # read from the end each time
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts the rows it reads."""
+
+    rows_read = 0
+
+    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        rows = await super().read_rows(segment_id, start, end)
+        self.rows_read += len(rows)
+        return rows
+
+
+async def test_lazy_handle_view_reads_only_the_tail_and_the_kept_first() -> None:
+    store = CountingStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.system("rules"), Message.user("task")])
+    for start in range(0, 3000, 300):
+        batch: list[Message] = []
+        for i in range(start, start + 300, 3):
+            batch += turn(f"turn {i}") + tool_turn()
+        await thread.on_new_messages(batch)
+    gap = (await thread.view(max_messages=40, keep_first=2)).dropped[0]
+    await thread.condense(gap.start_id, gap.end_id, "all of the middle")
+    for i in range(30):
+        await thread.on_new_messages(turn(f"after {i}"))
+    limits: dict[str, Any] = {"max_tokens": 1000, "keep_first": 2, "counter": TextCounter()}
+    expected = await thread.view(**limits)
+
+    store.rows_read = 0
+    lazy = await ChatMessageThread.load(thread.id, store=store, lazy=True)
+    view = await lazy.view(**limits)
+    assert view == expected and view.messages[2].contents[0].type == "summary"
+    assert thread.head > 3000 and store.rows_read < 300  # the condensed middle is never read
+
+
+async def test_lazy_handle_view_that_overflows_reads_the_thread_to_say_by_how_much() -> None:
+    store = CountingStore()
+    thread = await ChatMessageThread.create(store)
+    for i in range(50):
+        await thread.on_new_messages(turn(f"t{i}"))
+    lazy = await ChatMessageThread.load(thread.id, store=store, lazy=True)
+    assert await lazy.view() == await thread.view()
+    with pytest.raises(ContextOverflowError) as caught:
+        await lazy.view(max_tokens=3, counter=TextCounter())
+    assert caught.value.over == 1 + len("t49") - 3
 
 
 async def test_views_with_different_limits_share_one_cache() -> None:
@@ -668,6 +714,20 @@ async def _apply(thread: ChatMessageThread, op: tuple[Any, ...]) -> ChatMessageT
     elif name == "invalidate":
         thread.invalidate_view()
     return thread
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages=conversations(), limits=_LIMITS)
+async def test_lazy_view_read_from_the_end_equals_the_cached_view(
+    messages: list[Message], limits: dict[str, Any]
+) -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages(messages)
+    lazy = await ChatMessageThread.load(thread.id, store=store, lazy=True)
+    counter = TextCounter()
+    expected = await viewed_or_overflow(thread, counter=counter, **limits)
+    assert await viewed_or_overflow(lazy, counter=counter, **limits) == expected
 
 
 @settings(
