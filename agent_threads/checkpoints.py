@@ -137,10 +137,20 @@ class Point:
 
 
 def checkpoint_record(checkpoint: Checkpoint) -> Record:
-    """The store record of a checkpoint (its label doubles as a tag, for lookups)."""
-    data = checkpoint.model_dump(mode="json", exclude={"id", "thread_id"})
+    """The store record of a checkpoint (its label doubles as a tag, for lookups).
+
+    Kept small, as there may be one per turn: fields at their defaults are left out,
+    the state digest is stored only under `blobs` (where vacuum looks), and the message
+    count is the length of `ranges`.
+    """
+    data = checkpoint.model_dump(
+        mode="json",
+        exclude_defaults=True,
+        exclude={"id", "thread_id", "state_digest", "message_count"},
+    )
     data["schema_version"] = _SCHEMA_VERSION
-    data["blobs"] = [checkpoint.state_digest] if checkpoint.state_digest else []
+    if checkpoint.state_digest:
+        data["blobs"] = [checkpoint.state_digest]
     return Record(
         kind=CHECKPOINT_KIND,
         id=checkpoint.id,
@@ -159,14 +169,26 @@ def checkpoint_from_record(record: Record) -> Checkpoint:
     """
     data = dict(record.data)
     found = data.pop("schema_version", None)
-    data.pop("blobs", None)
     if not isinstance(found, int) or not 1 <= found <= _SCHEMA_VERSION:
         raise SchemaVersionError(
             f"checkpoint {record.id!r} record", found=found, supported=_SCHEMA_VERSION
         )
     try:
-        return Checkpoint.model_validate({**data, "id": record.id, "thread_id": record.owner})
-    except ValidationError as exc:
+        blobs = data.pop("blobs", None) or []
+        ranges = data.get("ranges") or []
+        if not isinstance(blobs, list) or len(blobs) > 1 or not isinstance(ranges, list):
+            raise ValueError(f"blobs {blobs!r} or ranges {ranges!r} malformed")
+        count = log.length(Range.from_json(r) for r in ranges)
+        return Checkpoint.model_validate(
+            {
+                **data,
+                "id": record.id,
+                "thread_id": record.owner,
+                "state_digest": blobs[0] if blobs else None,
+                "message_count": count,
+            }
+        )
+    except (ValueError, ValidationError) as exc:
         raise StoreCorruptedError(f"checkpoint {record.id!r}", detail=str(exc)) from exc
 
 
