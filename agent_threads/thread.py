@@ -503,7 +503,8 @@ class AgentThread(ABC):
         happened since. `at(message_id=m)` holds the messages up to and including `m`;
         its state is the one recorded at the nearest known point before it on the same
         path (a checkpoint, the thread's start, or now), and its stats are that point's
-        plus the messages after it.
+        plus the messages after it. A checkpoint costs O(number of ranges); a message
+        also reads the thread's checkpoint list to find that point.
 
         Raises:
             CheckpointNotFoundError: the thread has no such checkpoint.
