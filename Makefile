@@ -27,6 +27,7 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python bench/fork.py
 	$(BIN)/python bench/stores.py
+	$(BIN)/python bench/views.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
