@@ -15,15 +15,8 @@ import heapq
 from collections.abc import AsyncIterator, Hashable
 from typing import Protocol
 
-from agent_threads._condensed import (
-    Counter,
-    Entry,
-    Intervals,
-    Limits,
-    Prefix,
-    Selection,
-    counter_key,
-)
+from agent_threads._condensed import Counter, Entry, Intervals, counter_key
+from agent_threads._view_window import Limits, Prefix, Selection
 from agent_threads.errors import MessageNotFoundError
 from agent_threads.messages import Message, SummaryPart
 

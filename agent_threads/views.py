@@ -11,7 +11,7 @@ watermark (the ranges it has read). Bringing a view up to date after appends cos
 O(new messages) plus O(log n) to place the window, not O(history). The cache rebuilds
 from scratch only when the thread's ranges stop extending the ones it read (a load, a
 fork, a rollback) or when `thread.invalidate_view()` is called. The rules themselves are
-written out in `agent_threads._condensed`.
+written out in `agent_threads._condensed` (and `_view_window`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import anyio
 
 from agent_threads import log
-from agent_threads._condensed import Condensed, Limits, NeedsRebuild, Prefix, Selection, select
+from agent_threads._condensed import Condensed, NeedsRebuild
 from agent_threads._view_tail import TailSource, tail_select
+from agent_threads._view_window import Limits, Prefix, Selection, select
 from agent_threads.log import Ranges
 from agent_threads.messages import (
     DataPart,
