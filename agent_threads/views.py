@@ -10,8 +10,10 @@ Each thread handle keeps a `ViewCache`: the condensed sequence of its messages a
 watermark (the ranges it has read). Bringing a view up to date after appends costs
 O(new messages) plus O(log n) to place the window, not O(history). The cache rebuilds
 from scratch only when the thread's ranges stop extending the ones it read (a load, a
-fork, a rollback) or when `thread.invalidate_view()` is called. The rules themselves are
-written out in `agent_threads._condensed` (and `_view_window`).
+fork, a rollback) or when `thread.invalidate_view()` is called. A handle loaded with
+`lazy=True` instead builds each view backward from its newest message (`_view_tail`),
+reading the kept-first messages and the tail and skipping summarized ranges unread. The
+rules themselves are written out in `agent_threads._condensed` (and `_view_window`).
 """
 
 from __future__ import annotations
