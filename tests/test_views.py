@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -810,3 +811,16 @@ async def test_view_cache_is_usable_directly() -> None:
     await thread.on_new_messages(turn())
     cache = ViewCache()
     assert (await cache.view(thread)).messages == tuple(thread.messages)
+
+
+def test_views_and_condense_run_on_trio() -> None:
+    async def main() -> tuple[int, str]:
+        thread = await ChatMessageThread.create()
+        for i in range(10):
+            await thread.on_new_messages(turn(f"t{i}"))
+        gap = (await thread.view(max_messages=4)).dropped[0]
+        await thread.condense(gap.start_id, gap.end_id, "early turns")
+        view = await thread.view(max_messages=5)
+        return len(view), view.messages[0].contents[0].type
+
+    assert anyio.run(main, backend="trio") == (5, "summary")
