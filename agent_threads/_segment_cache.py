@@ -11,25 +11,33 @@ from agent_threads.messages import Message
 
 
 class _Buffer:
-    """Messages at consecutive positions `base, base+1, ...` of one segment."""
+    """Messages at consecutive positions `base, base+1, ...` of one segment.
 
-    __slots__ = ("base", "items")
+    `holes` counts the positions not held yet (None), so that the usual question,
+    whether a range is all held, costs O(1) rather than a scan when there are none.
+    """
+
+    __slots__ = ("base", "holes", "items")
 
     def __init__(self, base: int) -> None:
         self.base = base
         self.items: list[Message | None] = []
+        self.holes = 0
 
     def put(self, start: int, messages: Sequence[Message]) -> None:
         if start < self.base:  # rare: rows below what we hold (a tail read came first)
             self.items[:0] = [None] * (self.base - start)
+            self.holes += self.base - start
             self.base = start
         offset = start - self.base
         if offset > len(self.items):
+            self.holes += offset - len(self.items)
             self.items.extend([None] * (offset - len(self.items)))
         overlap = min(len(messages), len(self.items) - offset)
         for i in range(overlap):  # rows never change once written; fill only the gaps
             if self.items[offset + i] is None:
                 self.items[offset + i] = messages[i]
+                self.holes -= 1
         self.items.extend(messages[overlap:])
 
     def get(self, position: int) -> Message | None:
@@ -40,7 +48,7 @@ class _Buffer:
         lo, hi = start - self.base, end - self.base
         if lo < 0 or hi > len(self.items):
             return False
-        return all(m is not None for m in self.items[lo:hi])
+        return self.holes == 0 or all(m is not None for m in self.items[lo:hi])
 
     def gaps(self, start: int, end: int) -> Iterator[tuple[int, int]]:
         """The runs `[lo, hi)` of positions in `[start, end)` not held yet."""
