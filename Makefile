@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/fork.py
 	$(BIN)/python bench/stores.py
 	$(BIN)/python bench/views.py
+	$(BIN)/python bench/checkpoints.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
