@@ -22,10 +22,11 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import NamedTuple, Protocol, Self, runtime_checkable
+from typing import NamedTuple, Protocol, Self, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -174,6 +175,33 @@ class ThreadStore(Protocol):
         ...
 
 
+class StoreBase(ABC):
+    """What every store shares: `async with` closes it, `vacuum()` collects garbage.
+
+    Subclass it and implement the rest of `ThreadStore`; override `__aenter__` to
+    connect and `vacuum` to add store-specific cleanup.
+    """
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release connections and files. Idempotent."""
+
+    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
+        """Delete segments and blobs no record references, older than `grace` seconds."""
+        return await collect_garbage(cast(ThreadStore, self), grace=grace)
+
+
 def digest_of(data: bytes) -> str:
     """The content address of `data`: its SHA-256 hex digest."""
     return hashlib.sha256(data).hexdigest()
@@ -260,6 +288,7 @@ __all__ = [
     "DEFAULT_VACUUM_GRACE",
     "Record",
     "Row",
+    "StoreBase",
     "ThreadStore",
     "VacuumReport",
     "check_read",

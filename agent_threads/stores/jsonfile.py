@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self, TypeVar
 
 import anyio
@@ -24,6 +23,7 @@ from agent_threads.stores.base import (
     DEFAULT_VACUUM_GRACE,
     Record,
     Row,
+    StoreBase,
     VacuumReport,
     collect_garbage,
     digest_of,
@@ -188,7 +188,7 @@ class _MessageIndex:
             self._forget_unlocked([segment_id])
 
 
-class JsonFileStore:
+class JsonFileStore(StoreBase):
     """A store in a directory of plain files; for sessions a person can read and copy.
 
     Layout (every name is a validated id or a SHA-256 digest)::
@@ -226,14 +226,6 @@ class JsonFileStore:
             if self._lock_fd is None:
                 self._lock_fd = await anyio.to_thread.run_sync(self._open_sync)
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         async with self._lock:

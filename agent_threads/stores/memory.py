@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Sequence
-from types import TracebackType
-from typing import Self
 
 from agent_threads._ids import validate_id
 from agent_threads.errors import ConflictError
 from agent_threads.stores.base import (
-    DEFAULT_VACUUM_GRACE,
     Record,
     Row,
-    VacuumReport,
+    StoreBase,
     check_read,
-    collect_garbage,
     digest_of,
     validate_digest,
     validate_record,
@@ -32,7 +28,7 @@ class _Segment:
         self.written_at = time.time()
 
 
-class MemoryStore:
+class MemoryStore(StoreBase):
     """Keeps everything in dicts; for tests, scratch work and the reference semantics.
 
     Records are kept as JSON text, as a real store would keep them, so nothing a caller
@@ -46,17 +42,6 @@ class MemoryStore:
         self._by_message: dict[str, set[tuple[str, int]]] = {}
         self._blobs: dict[str, tuple[bytes, float]] = {}
         self._closed = False
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         self._closed = True
@@ -179,6 +164,3 @@ class MemoryStore:
     async def delete_blobs(self, digests: Collection[str]) -> None:
         for digest in digests:
             self._blobs.pop(validate_digest(digest), None)
-
-    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
-        return await collect_garbage(self, grace=grace)

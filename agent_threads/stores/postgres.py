@@ -31,7 +31,6 @@ import re
 import time
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from types import TracebackType
 from typing import Any, Self, TypeAlias
 
 import anyio
@@ -51,12 +50,10 @@ from agent_threads.errors import (
     StoreCorruptedError,
 )
 from agent_threads.stores.base import (
-    DEFAULT_VACUUM_GRACE,
     Record,
     Row,
-    VacuumReport,
+    StoreBase,
     check_read,
-    collect_garbage,
     digest_of,
     validate_digest,
     validate_record,
@@ -201,7 +198,7 @@ def _conflicting_position(exc: asyncpg.UniqueViolationError, start: int, count: 
     return f"a position in {start}..{start + count - 1} is already written"
 
 
-class PostgresStore:
+class PostgresStore(StoreBase):
     """A ThreadStore on PostgreSQL, through a pool of asyncpg connections.
 
     Args:
@@ -239,14 +236,6 @@ class PostgresStore:
     async def __aenter__(self) -> Self:
         await self._connection_pool()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         pool, self._pool = self._pool, None
@@ -501,9 +490,6 @@ class PostgresStore:
             return
         async with self._connection() as connection:
             await connection.execute("DELETE FROM blobs WHERE digest = ANY($1::text[])", checked)
-
-    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
-        return await collect_garbage(self, grace=grace)
 
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore"]

@@ -40,7 +40,6 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from types import TracebackType
 from typing import Any, Self, cast
 
 import anyio
@@ -57,12 +56,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from agent_threads._ids import validate_id
 from agent_threads.errors import ConflictError, StoreCorruptedError
 from agent_threads.stores.base import (
-    DEFAULT_VACUUM_GRACE,
     Record,
     Row,
-    VacuumReport,
+    StoreBase,
     check_read,
-    collect_garbage,
     digest_of,
     validate_digest,
     validate_record,
@@ -219,7 +216,7 @@ def _text(value: bytes | str, where: str) -> str:
         raise StoreCorruptedError(where, detail=f"not UTF-8 text: {exc}") from exc
 
 
-class RedisStore:
+class RedisStore(StoreBase):
     """A ThreadStore on Redis: many processes and machines share threads through it.
 
     Args:
@@ -256,14 +253,6 @@ class RedisStore:
         client = await self._connection()
         await client.ping()  # fail at `async with`, not at the first write
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -484,9 +473,6 @@ class RedisStore:
             pipe.delete(*[self._key("blob", d) for d in checked])
             pipe.zrem(self._key("blobs"), *checked)
             await pipe.execute()
-
-    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
-        return await collect_garbage(self, grace=grace)
 
 
 __all__ = ["RedisStore"]

@@ -8,7 +8,6 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, Self
 
 import aiosqlite
@@ -18,11 +17,9 @@ from pydantic import ValidationError
 from agent_threads._ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores.base import (
-    DEFAULT_VACUUM_GRACE,
     Record,
     Row,
-    VacuumReport,
-    collect_garbage,
+    StoreBase,
     digest_of,
     validate_record,
     validate_rows,
@@ -57,7 +54,7 @@ POSITIONS = 1 << 32
 _BASE = f"(SELECT id * {POSITIONS} AS base FROM segments WHERE name = ?)"
 
 
-class SQLiteStore:
+class SQLiteStore(StoreBase):
     """A store in one SQLite database file; the embedded default.
 
     WAL mode (readers never wait for the writer), `synchronous=NORMAL` (a committed
@@ -90,14 +87,6 @@ class SQLiteStore:
             if self._connection is None:
                 self._connection = await self._connect()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         async with self._lock:
@@ -364,10 +353,6 @@ class SQLiteStore:
         keys = [(validate_digest(d),) for d in digests]
         async with self._transaction() as connection:
             await connection.executemany("DELETE FROM blobs WHERE digest = ?", keys)
-
-    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
-        """Delete unreferenced segments and blobs; SQLite reuses the freed pages."""
-        return await collect_garbage(self, grace=grace)
 
 
 async def _rollback(connection: aiosqlite.Connection) -> None:
