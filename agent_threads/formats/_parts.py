@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 
 from agent_threads.messages import SummaryPart
 
@@ -48,6 +48,9 @@ def field(block: Mapping[str, Any], name: str, kind: type, where: str) -> Any:
 
 
 def as_mapping(value: object, where: str) -> Mapping[str, Any]:
+    """`value` as a mapping; an SDK's pydantic object (a client's reply) is dumped first."""
+    if isinstance(value, BaseModel):  # e.g. openai's ChatCompletionMessage
+        return value.model_dump(exclude_none=True)
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}: expected an object (dict), got {value!r}")
     return value

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from pydantic import BaseModel
+
 from agent_threads.formats._parts import (
     as_mapping,
     field,
@@ -131,9 +133,11 @@ def _data(message: Message, part: DataPart) -> dict[str, Any]:
 
 
 def from_messages(
-    messages: Iterable[Mapping[str, Any]], *, system: str | Iterable[Any] | None = None
+    messages: Iterable[Mapping[str, Any] | BaseModel],
+    *,
+    system: str | Iterable[Any] | None = None,
 ) -> list[Message]:
-    """`Message`s from a Messages API `system` and `messages` (as sent or returned).
+    """`Message`s from a Messages API `system` and `messages` (dicts, or SDK reply objects).
 
     Each tool result becomes a tool message of its own, in place.
 

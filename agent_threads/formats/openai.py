@@ -26,6 +26,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from agent_threads.formats._parts import (
     as_mapping,
     data_url,
@@ -159,8 +161,8 @@ def _assistant(message: Message, parts: Sequence[Part]) -> dict[str, Any]:
 # -- reading ------------------------------------------------------------------------------
 
 
-def from_messages(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
-    """`Message`s from Chat Completions messages (dicts, as sent or as returned).
+def from_messages(messages: Iterable[Mapping[str, Any] | BaseModel]) -> list[Message]:
+    """`Message`s from Chat Completions messages: dicts as sent, or the client's reply objects.
 
     Raises:
         ValueError: an entry is not a message this format knows (names its index).
