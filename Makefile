@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/stores.py
 	$(BIN)/python bench/views.py
 	$(BIN)/python bench/checkpoints.py
+	$(BIN)/python bench/workflows.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -5,21 +5,28 @@ from __future__ import annotations
 import inspect
 from types import ModuleType
 
+import pytest
+
 import agent_threads
+import workflows
+
+PACKAGES = [agent_threads, workflows]
 
 
-def test_root_exports_are_sorted_and_complete() -> None:
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.__name__)
+def test_root_exports_are_sorted_and_complete(package: ModuleType) -> None:
     public = {
         n
-        for n, v in vars(agent_threads).items()
+        for n, v in vars(package).items()
         if not n.startswith("_") and not isinstance(v, ModuleType)
     }
-    assert agent_threads.__all__ == sorted(agent_threads.__all__)
-    assert set(agent_threads.__all__) == public
+    assert package.__all__ == sorted(package.__all__)
+    assert set(package.__all__) == public
 
 
-def test_every_export_has_a_docstring_or_is_a_type_alias() -> None:
-    for name in agent_threads.__all__:
-        value = getattr(agent_threads, name)
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.__name__)
+def test_every_exported_class_and_function_is_documented(package: ModuleType) -> None:
+    for name in package.__all__:
+        value = getattr(package, name)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert value.__doc__, name
