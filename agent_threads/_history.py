@@ -1,11 +1,16 @@
 """A thread's history in an export: its checkpoints and every message they need.
 
-`export()` adds a `"history"` section to the `to_json` document. Messages are laid out
-once each in a *pool*: the document's `"messages"` (the thread now) followed by
-`history.messages` (what only checkpoints still reach, e.g. messages a rollback
-abandoned). Each checkpoint lists its content as `[start, end)` ranges over that pool,
-so a checkpoint per turn adds a few bytes, not a copy of the conversation. States are
-stored once each, by digest, under `history.states`.
+`to_json()` writes a `"history"` section from what a handle holds in memory, a
+`LoadedHistory`: the thread's checkpoints, the states they use, and (in the handle's
+segment cache) their messages. An eager handle reads it once at load, adds its own
+checkpoints as it makes them, and re-reads it on `refresh()`; `export()` reads it
+afresh and writes the same section.
+
+Messages are laid out once each in a *pool*: the document's `"messages"` (the thread
+now) followed by `history.messages` (what only checkpoints still reach, e.g. messages
+a rollback abandoned). Each checkpoint lists its content as `[start, end)` ranges over
+that pool, so a checkpoint per turn adds a few bytes, not a copy of the conversation.
+States are stored once each, by digest, under `history.states`.
 
 On import the pool becomes one new segment, so every checkpoint reads back exactly,
 with its original id, label, time, state and stats.
@@ -14,9 +19,9 @@ with its original id, label, time, state and stats.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
@@ -84,8 +89,69 @@ class _Pool:
         return base, base + upto - position, upto
 
 
-async def export_history(thread: AgentThread) -> dict[str, Any]:
-    """The `"history"` section of `thread.export()`. Caller holds the thread's lock."""
+@dataclass(slots=True)
+class LoadedHistory:
+    """A thread's checkpoints and the states they use, as one handle holds them in memory.
+
+    `checkpoints` by id; `states` by digest. States are content-addressed, so a handle
+    shares its `states` with its forks and copies, as it shares its segment cache.
+    """
+
+    checkpoints: dict[str, Checkpoint] = field(default_factory=dict)
+    states: dict[str, ImmutableState] = field(default_factory=dict)
+
+    def add(self, checkpoint: Checkpoint, state: ImmutableState | None = None) -> None:
+        """Hold a checkpoint (and its state, if given): O(1)."""
+        self.checkpoints[checkpoint.id] = checkpoint
+        if checkpoint.state_digest and state is not None:
+            self.states[checkpoint.state_digest] = state
+
+    def forget(self, checkpoint_id: str) -> None:
+        """Drop a checkpoint that was deleted."""
+        self.checkpoints.pop(checkpoint_id, None)
+
+
+def started_history(
+    thread: AgentThread, states: dict[str, ImmutableState] | None = None
+) -> LoadedHistory:
+    """The history of a new handle on a thread without checkpoints (created, forked, copied).
+
+    Holds the thread's state, which is also the state it starts from.
+    """
+    history = LoadedHistory(states={} if states is None else states)
+    digest = thread._record.data.get("state")
+    if isinstance(digest, str):
+        history.states[digest] = thread.state
+    return history
+
+
+async def load_history(
+    thread: AgentThread, states: dict[str, ImmutableState] | None = None
+) -> LoadedHistory:
+    """Read the thread's history from the store: what `to_json` needs to write it.
+
+    One listing of the thread's checkpoints, one blob read per state not in `states`
+    yet, and a read of the messages (the thread's and its checkpoints') the handle does
+    not hold yet. A missing state blob is left out (writing the history then names it).
+    """
+    history = started_history(thread, states)
+    await thread._read_ranges(thread._content_ranges())
+    for checkpoint in await list_checkpoints(thread):
+        history.add(checkpoint)
+        await thread._read_ranges(checkpoint.piece_table)
+    origin = origin_point(thread)
+    wanted = [c.state_digest for c in history.checkpoints.values()]
+    for digest in dict.fromkeys([*wanted, origin.state_digest if origin else None]):
+        if digest is not None and digest not in history.states:
+            await _read_state(thread.store, digest, into=history.states)
+    return history
+
+
+def history_section(thread: AgentThread, history: LoadedHistory) -> dict[str, Any]:
+    """The `"history"` section of the thread's export, from `history` and the handle's cache.
+
+    Synchronous: every message it needs must be in memory (see `load_history`).
+    """
     pool = _Pool()
     current = thread._content_ranges()
     placed = pool.place(current, add=True)
@@ -94,7 +160,7 @@ async def export_history(thread: AgentThread) -> dict[str, Any]:
     current_runs = len(pool.runs)
     entries = []
     digests: list[str] = []
-    for checkpoint in await list_checkpoints(thread):
+    for checkpoint in sorted(history.checkpoints.values(), key=lambda c: c.id):
         entries.append(_checkpoint_entry(checkpoint, pool.place(checkpoint.piece_table, add=True)))
         if checkpoint.state_digest:
             digests.append(checkpoint.state_digest)
@@ -113,10 +179,10 @@ async def export_history(thread: AgentThread) -> dict[str, Any]:
             "stats": origin.stats.model_dump(),
         }
         digests.extend([origin.state_digest] if origin.state_digest else [])
-    extra = await thread._read_ranges(tuple(pool.runs[current_runs:]))
+    extra = thread._held_messages(tuple(pool.runs[current_runs:]))
     return {
         "messages": [m.model_dump(mode="json") for m in extra],
-        "states": {d: await _read_state(thread.store, d) for d in dict.fromkeys(digests)},
+        "states": {d: _state_dict(thread, history, d) for d in dict.fromkeys(digests)},
         "checkpoints": entries,
         "origin": origin_entry,
     }
@@ -127,12 +193,25 @@ def _checkpoint_entry(checkpoint: Checkpoint, ranges: list[list[int]] | None) ->
     return {**entry, "state": checkpoint.state_digest, "ranges": ranges or []}
 
 
-async def _read_state(store: ThreadStore, digest: str) -> dict[str, Any]:
+def _state_dict(thread: AgentThread, history: LoadedHistory, digest: str) -> dict[str, Any]:
+    state = history.states.get(digest)
+    if state is None and digest == thread._record.data.get("state"):
+        state = thread.state
+    if state is None:
+        raise StoreCorruptedError(
+            f"blob {digest}", detail=f"a recorded state of thread {thread.id!r} is missing"
+        )
+    return state.to_dict()
+
+
+async def _read_state(store: ThreadStore, digest: str, *, into: dict[str, ImmutableState]) -> None:
     blob = await store.get_blob(digest)
     if blob is None:
-        raise StoreCorruptedError(f"blob {digest}", detail="a recorded state is missing")
-    state: dict[str, Any] = json.loads(blob)
-    return state
+        return
+    try:
+        into[digest] = ImmutableState.from_json_bytes(blob)
+    except ValueError as exc:
+        raise StoreCorruptedError(f"blob {digest}", detail=f"undecodable state: {exc}") from exc
 
 
 # -- import ---------------------------------------------------------------------------
@@ -186,8 +265,10 @@ async def store_history(
     segment_id: str,
     pool: Sequence[Message],
     history: History,
-) -> Record:
-    """Write an import's states and checkpoints, then its thread record; returns that record.
+) -> tuple[Record, LoadedHistory]:
+    """Write an import's states and checkpoints, then its thread record.
+
+    Returns that record, and the checkpoints and states written, for the new handle.
 
     The pool's rows must already be in `segment_id`. Checkpoints go before the thread
     record, and are deleted again if the thread record cannot be written.
@@ -198,10 +279,12 @@ async def store_history(
     """
     if await store.get_record(THREAD_KIND, record.id) is not None:
         raise ConflictError(f"thread {record.id!r}", detail="a thread with this id already exists")
-    digests = {
-        old: await store.put_blob(ImmutableState(state).to_json_bytes())
-        for old, state in history.states.items()
-    }
+    loaded = LoadedHistory()
+    digests: dict[str, str] = {}
+    for old, raw in history.states.items():
+        state = ImmutableState(raw)
+        digests[old] = await store.put_blob(state.to_json_bytes())
+        loaded.states[digests[old]] = state
     where = f"thread export {record.id!r}"
     checkpoints = [
         _imported_checkpoint(c, record.id, segment_id, pool, digests, where)
@@ -210,8 +293,10 @@ async def store_history(
     if history.origin is not None:
         record = _with_origin(record, history.origin, segment_id, pool, digests, where)
     written = await _put_checkpoints(store, checkpoints)
+    for checkpoint in checkpoints:
+        loaded.add(checkpoint)
     try:
-        return await store.put_record(record, expected_version=0)
+        return await store.put_record(record, expected_version=0), loaded
     except ConflictError as exc:
         for checkpoint_id in written:
             await store.delete_record(CHECKPOINT_KIND, checkpoint_id)

@@ -9,7 +9,13 @@ from typing import Any, Self
 from pydantic import JsonValue, ValidationError
 
 from agent_threads import log
-from agent_threads._history import read_history, store_history
+from agent_threads._history import (
+    LoadedHistory,
+    load_history,
+    read_history,
+    started_history,
+    store_history,
+)
 from agent_threads._ids import new_id
 from agent_threads._segment_cache import MessageList, SegmentCache
 from agent_threads.checkpoints import save_checkpoint
@@ -101,10 +107,20 @@ class ChatMessageThread(AgentThread):
     def _on_bind(self) -> None:
         self._ranges, self._open_segment = _parse_log(self._record)
 
-    def _attach(self, cache: SegmentCache, *, lazy: bool) -> Self:
+    def _attach(
+        self, cache: SegmentCache, *, lazy: bool, states: dict[str, ImmutableState] | None = None
+    ) -> Self:
+        """Give the handle its message cache and, unless lazy, a history without checkpoints.
+
+        `states` is the state cache of the handle it comes from (shared, like `cache`).
+        """
         self._cache = cache
         self._lazy = lazy
+        self._history = None if lazy else started_history(self, states)
         return self
+
+    def _shared_states(self) -> dict[str, ImmutableState] | None:
+        return None if self._history is None else self._history.states
 
     # -- construction -------------------------------------------------------------
 
@@ -151,8 +167,8 @@ class ChatMessageThread(AgentThread):
     async def _open(cls, store: ThreadStore, record: Record, *, lazy: bool = False) -> Self:
         state = await cls._read_state(store, record)
         handle = cls._bind(store, record, state)._attach(SegmentCache(), lazy=lazy)
-        if not lazy:
-            await handle._fill_cache(handle._ranges)
+        if not lazy:  # the history's listing fills the cache with the thread's messages too
+            handle._history = await load_history(handle)
         return handle
 
     # -- reading ------------------------------------------------------------------
@@ -441,7 +457,7 @@ class ChatMessageThread(AgentThread):
             return (
                 type(self)
                 ._bind(self._store, stored, self._state)
-                ._attach(self._cache, lazy=self._lazy)
+                ._attach(self._cache, lazy=self._lazy, states=self._shared_states())
             )
 
     def _data_for_copy(self, data: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -449,7 +465,7 @@ class ChatMessageThread(AgentThread):
         return data
 
     def _share_into(self, twin: Self) -> None:
-        twin._attach(self._cache, lazy=self._lazy)
+        twin._attach(self._cache, lazy=self._lazy, states=self._shared_states())
 
     # -- hooks for checkpoints and time travel (see AgentThread) -------------------------
 
@@ -458,6 +474,13 @@ class ChatMessageThread(AgentThread):
 
     async def _read_ranges(self, ranges: Ranges) -> Sequence[Message]:
         await self._fill_cache(ranges)
+        return MessageList(self._cache, ranges)
+
+    def _held_messages(self, ranges: Ranges) -> Sequence[Message]:
+        if not self._cache.has(ranges):
+            raise NotLoadedError(
+                self.id, what="messages of its history", hint="use `await thread.export()`"
+            )
         return MessageList(self._cache, ranges)
 
     def _messages_in_memory(self) -> bool:
@@ -474,17 +497,26 @@ class ChatMessageThread(AgentThread):
         return {**_log_data(ranges, None), "auto_checkpoint": self.auto_checkpoint}
 
     def _bind_fork(self, record: Record, state: ImmutableState) -> Self:
-        return type(self)._bind(self._store, record, state)._attach(self._cache, lazy=self._lazy)
+        return (
+            type(self)
+            ._bind(self._store, record, state)
+            ._attach(self._cache, lazy=self._lazy, states=self._shared_states())
+        )
 
     # -- JSON export ----------------------------------------------------------------
 
-    def _export_content(self) -> dict[str, Any]:
+    def _held_history(self) -> LoadedHistory | None:
         if self._lazy:
             raise NotLoadedError(
-                self.id, what="the message list", hint="load it without lazy=True to export it"
+                self.id,
+                what="the messages and history",
+                hint="`await thread.export()` reads them from the store",
             )
+        return self._history
+
+    def _export_content(self) -> dict[str, Any]:
         return {
-            "messages": [m.model_dump(mode="json") for m in self.messages],
+            "messages": [m.model_dump(mode="json") for m in self._held_messages(self._ranges)],
             "auto_checkpoint": self.auto_checkpoint,
         }
 
@@ -519,9 +551,12 @@ class ChatMessageThread(AgentThread):
             )
         if pool:  # rows before the records: a crash leaves orphans, not a torn thread
             await store.append_rows(segment_id, 0, [Row(m.id, m.model_dump_json()) for m in pool])
-        stored = await store_history(store, record, segment_id, pool, history)
-        handle = cls._bind(store, stored, state)._attach(SegmentCache(), lazy=False)
+        stored, imported = await store_history(store, record, segment_id, pool, history)
+        handle = cls._bind(store, stored, state)._attach(
+            SegmentCache(), lazy=False, states=imported.states
+        )
         handle._cache.put(segment_id, 0, pool)
+        handle._history = imported  # its states now hold the thread's state too (shared)
         return handle
 
 

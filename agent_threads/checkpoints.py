@@ -14,8 +14,9 @@ same arbiter appends use. The thread keeps its open segment, so the next append 
 new one instead of writing over the abandoned messages (see `log.can_extend`).
 
 The thread methods (`checkpoint`, `checkpoints`, `get_checkpoint`, `at`, `rollback`,
-`lineage`, `export`) live on `AgentThread` and call the functions here; `ThreadSnapshot`
-(what `at` returns) is in `snapshots.py`, the export of checkpoints in `_history.py`.
+`lineage`) live on `AgentThread` and call the functions here; `ThreadSnapshot` (what
+`at` returns) is in `snapshots.py`, the export of checkpoints (`to_json`, `export`) in
+`_history.py`.
 """
 
 from __future__ import annotations
@@ -201,7 +202,10 @@ async def save_checkpoint(
     metadata: Mapping[str, Any] | None = None,
     reason: CheckpointReason = "manual",
 ) -> Checkpoint:
-    """Record the thread as this handle sees it; O(number of ranges). Caller holds its lock."""
+    """Record the thread as this handle sees it; O(number of ranges). Caller holds its lock.
+
+    The handle's in-memory history (what `to_json` writes) gains it too, at O(1).
+    """
     ranges = thread._content_ranges()
     count = log.length(ranges)
     last = None
@@ -221,6 +225,8 @@ async def save_checkpoint(
         ranges=tuple((r.segment_id, r.start, r.end) for r in ranges),
     )
     await thread.store.put_record(checkpoint_record(checkpoint), expected_version=0)
+    if thread._history is not None:
+        thread._history.add(checkpoint, thread.state)
     return checkpoint
 
 
@@ -438,6 +444,8 @@ async def rollback(
             await thread._publish(data)
         except ConflictError:
             await thread.store.delete_record(CHECKPOINT_KIND, saved.id)
+            if thread._history is not None:
+                thread._history.forget(saved.id)
             await thread._refresh_unlocked()
             continue
         thread._state = state

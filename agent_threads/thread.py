@@ -33,6 +33,7 @@ from agent_threads.stores.base import Record, ThreadStore, validate_tag
 from agent_threads.stores.memory import MemoryStore
 
 if TYPE_CHECKING:  # checkpoints.py builds on this module; methods below import it when called
+    from agent_threads._history import LoadedHistory
     from agent_threads.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
 
 SCHEMA_VERSION = 1
@@ -94,6 +95,10 @@ def _clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, JsonValue]:
         raise TypeError(f"thread metadata must be JSON-serializable: {exc}") from exc
 
 
+def _dump(document: dict[str, Any]) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=1)
+
+
 def _origin(data: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The point a thread starts from: its ranges, state and stats at creation or fork."""
     return {
@@ -117,6 +122,8 @@ class AgentThread(ABC):
     _record: Record
     _state: ImmutableState
     _lock: anyio.Lock
+    _history: LoadedHistory | None
+    """The history `to_json` writes, if this handle holds one (see `_history.py`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -140,6 +147,7 @@ class AgentThread(ABC):
         handle._record = record
         handle._state = state
         handle._lock = anyio.Lock()
+        handle._history = None
         handle._on_bind()
         return handle
 
@@ -327,11 +335,15 @@ class AgentThread(ABC):
     async def refresh(self) -> None:
         """Re-read the thread from the store, picking up other handles' writes.
 
+        That includes the checkpoints other handles made, which `to_json()` writes.
+
         Raises:
             ThreadNotFoundError: the thread was deleted.
         """
         async with self._lock:
             await self._refresh_unlocked()
+            if self._history is not None:
+                await self._read_history()
 
     async def _refresh_unlocked(self) -> None:
         if self._record.version == 0:  # an unsaved copy: nothing stored to re-read
@@ -556,6 +568,10 @@ class AgentThread(ABC):
         """The messages of `ranges`, read from the store if not in memory."""
         return ()
 
+    def _held_messages(self, ranges: Ranges) -> Sequence[Message]:
+        """The messages of `ranges`, all in memory (for the synchronous `to_json`)."""
+        return ()
+
     def _messages_in_memory(self) -> bool:
         """Whether snapshots of this handle load their messages eagerly (not lazy)."""
         return True
@@ -579,29 +595,53 @@ class AgentThread(ABC):
     # -- JSON export ----------------------------------------------------------------
 
     def to_json(self) -> str:
-        """The thread as it is now, as a JSON document a person can read and `from_json` loads.
+        """The thread with its whole history, as a JSON document a person can read.
 
-        Checkpoints live in the store, so this synchronous export leaves them out; use
-        `await thread.export()` for the whole history.
+        `AgentThread.from_json` loads it back, checkpoints included, so time travel and
+        rollback work the same in the store it is imported into. The `"history"`
+        section holds each checkpoint (id, label, time, metadata, state, stats) and
+        every message a checkpoint reaches that the thread no longer holds (e.g.
+        abandoned by a rollback), each stored once.
+
+        Synchronous: it writes what this handle holds in memory. Its own checkpoints
+        and rollbacks are in at once; other handles' checkpoints appear after
+        `refresh()`, as their messages do (or use `await thread.export()`).
+
+        Raises:
+            NotLoadedError: the handle was loaded with `lazy=True`.
         """
-        return json.dumps(self._export_document(), ensure_ascii=False, indent=1)
+        return _dump(self._export_document())
 
     async def export(self) -> str:
-        """The thread with its whole history: `to_json()` plus every checkpoint.
+        """`to_json()` as the store holds the thread now: re-reads it and its history first.
 
-        The `"history"` section holds each checkpoint (id, label, time, metadata, state,
-        stats) and every message a checkpoint reaches that the thread no longer holds
-        (e.g. abandoned by a rollback), each stored once. `from_json` restores them all,
-        so time travel and rollback work the same in the store it is imported into.
+        Works on handles loaded with `lazy=True` too (it reads every message then).
+
+        Raises:
+            ThreadNotFoundError: the thread was deleted.
         """
-        from agent_threads._history import export_history
-
         async with self._lock:
-            document = self._export_document()
-            document["history"] = await export_history(self)
-        return json.dumps(document, ensure_ascii=False, indent=1)
+            await self._refresh_unlocked()
+            document = self._export_document(await self._read_history())
+        return _dump(document)
 
-    def _export_document(self) -> dict[str, Any]:
+    async def _read_history(self) -> LoadedHistory:
+        """Read the history from the store, and hold it if this handle holds one."""
+        from agent_threads._history import load_history
+
+        held = self._history
+        history = await load_history(self, None if held is None else held.states)
+        if held is not None:
+            self._history = history
+        return history
+
+    def _held_history(self) -> LoadedHistory | None:
+        """The history `to_json()` writes (None: this handle holds none)."""
+        return self._history
+
+    def _export_document(self, history: LoadedHistory | None = None) -> dict[str, Any]:
+        """The export document, with `history` (default: the one this handle holds)."""
+        history = self._held_history() if history is None else history
         document: dict[str, Any] = {
             "format": EXPORT_FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -617,6 +657,10 @@ class AgentThread(ABC):
             "state": self._state.to_dict(),
             **self._export_content(),
         }
+        if history is not None:
+            from agent_threads._history import history_section
+
+            document["history"] = history_section(self, history)
         return document
 
     @abstractmethod

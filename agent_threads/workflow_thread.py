@@ -604,7 +604,7 @@ class WorkflowThread(AgentThread):
         return export_content(self)
 
     async def export(self) -> str:
-        """The workflow as `to_json()` shows it, each sub-thread with its whole history.
+        """The workflow as `to_json()` shows it, each sub-thread re-read from the store first.
 
         Workflow checkpoints are not exported (their sub-thread checkpoints are, with
         their ids); a run imported with `from_json` resumes where it stood.

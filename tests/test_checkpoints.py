@@ -417,14 +417,7 @@ async def test_export_and_import_keep_every_checkpoint_exactly() -> None:
     imported = await AgentThread.from_json(await thread.export(), store=elsewhere)
     assert isinstance(imported, ChatMessageThread) and imported.auto_checkpoint
     assert imported.messages == thread.messages and imported.state == thread.state
-    originals, copies = await thread.checkpoints(), await imported.checkpoints()
-    assert [c.model_dump(exclude={"ranges"}) for c in copies] == [
-        c.model_dump(exclude={"ranges"}) for c in originals
-    ]
-    for original, copy in zip(originals, copies, strict=True):
-        then, now = await thread.at(original), await imported.at(copy)
-        assert now.messages == then.messages and now.state == then.state
-        assert now.stats == then.stats
+    await _assert_same_history(thread, imported)
     abandoned = await imported.get_checkpoint(ROLLBACK_LABEL)
     await imported.rollback(abandoned)
     assert texts(imported.messages) == ["a", "b"] and imported.state == {"n": 2}
@@ -452,12 +445,78 @@ async def test_export_stores_each_message_and_state_once() -> None:
     assert document["history"]["checkpoints"][9]["ranges"] == [[0, 10]]
 
 
-async def test_to_json_still_exports_the_thread_without_history() -> None:
+async def _assert_same_history(thread: ChatMessageThread, imported: AgentThread) -> None:
+    originals, copies = await thread.checkpoints(), await imported.checkpoints()
+    assert len(originals) > 0
+    assert [c.model_dump(exclude={"ranges"}) for c in copies] == [
+        c.model_dump(exclude={"ranges"}) for c in originals
+    ]
+    for original, copy in zip(originals, copies, strict=True):
+        then, now = await thread.at(original), await imported.at(copy)
+        assert now.messages == then.messages and now.state == then.state
+        assert now.stats == then.stats
+
+
+async def test_to_json_carries_every_checkpoint_exactly() -> None:
     thread = await _history_thread(MemoryStore())
-    document = json.loads(thread.to_json())
-    assert "history" not in document
-    imported = await AgentThread.from_json(document, store=MemoryStore())
-    assert await imported.checkpoints() == []
+    imported = await AgentThread.from_json(thread.to_json(), store=MemoryStore())
+    assert isinstance(imported, ChatMessageThread) and imported.auto_checkpoint
+    assert imported.messages == thread.messages and imported.state == thread.state
+    await _assert_same_history(thread, imported)
+    abandoned = await imported.get_checkpoint(ROLLBACK_LABEL)
+    assert texts((await imported.at(abandoned)).messages) == ["a", "b"]
+
+
+async def test_to_json_is_what_export_reads_from_the_store() -> None:
+    thread = await _history_thread(MemoryStore())
+    assert json.loads(thread.to_json()) == json.loads(await thread.export())
+
+
+async def test_a_handle_loaded_after_the_checkpoints_exports_them() -> None:
+    store = MemoryStore()
+    thread = await _history_thread(store)
+    loaded = await ChatMessageThread.load(thread.id, store=store)
+    imported = await AgentThread.from_json(loaded.to_json(), store=MemoryStore())
+    await _assert_same_history(thread, imported)
+
+
+async def test_another_handles_checkpoint_shows_in_to_json_after_refresh() -> None:
+    store = MemoryStore()
+    thread = await _history_thread(store)
+    other = await ChatMessageThread.load(thread.id, store=store)
+    await other.on_new_messages([turn("d")])
+    made = await other.checkpoint("by other", metadata={"who": "other"})
+    ids = [c["id"] for c in json.loads(thread.to_json())["history"]["checkpoints"]]
+    assert made.id not in ids
+    await thread.refresh()
+    imported = await AgentThread.from_json(thread.to_json(), store=MemoryStore())
+    copy = await imported.get_checkpoint("by other")
+    assert copy.model_dump(exclude={"ranges"}) == made.model_dump(exclude={"ranges"})
+    assert texts((await imported.at(copy)).messages) == ["a", "c", "d"]
+
+
+async def test_a_fork_exports_the_state_it_started_from() -> None:
+    store = MemoryStore()
+    thread = await chat("a", store=store)
+    await thread.update_state({"n": 1})
+    fork = await thread.fork()
+    await fork.update_state({"n": 2})
+    await fork.on_new_messages([turn("b")])
+    await fork.checkpoint()
+    imported = await AgentThread.from_json(fork.to_json(), store=MemoryStore())
+    first = imported.messages[0].id  # type: ignore[attr-defined]
+    assert (await imported.at(message_id=first)).state == {"n": 1}
+
+
+async def test_lazy_handle_to_json_points_at_export() -> None:
+    store = MemoryStore()
+    thread = await _history_thread(store)
+    lazy = await ChatMessageThread.load(thread.id, store=store, lazy=True)
+    with pytest.raises(NotLoadedError, match=r"export\(\)"):
+        lazy.to_json()
+    assert json.loads(await lazy.export()) == json.loads(thread.to_json())
+    with pytest.raises(NotLoadedError):
+        lazy.to_json()
 
 
 async def test_import_over_an_existing_thread_writes_no_checkpoint() -> None:

@@ -328,6 +328,16 @@ async def test_export_carries_each_sub_threads_checkpoints() -> None:
     }
 
 
+async def test_to_json_carries_each_sub_threads_checkpoints() -> None:
+    wt = await workflow_with_two_agents()
+    cut = await wt.checkpoint()
+    restored = await AgentThread.from_json(wt.to_json(), store=MemoryStore())
+    assert isinstance(restored, WorkflowThread)
+    for key, place in cut.sub_threads.items():
+        sub = await restored.get_sub_thread(key)
+        assert place.checkpoint_id in {c.id for c in await sub.checkpoints()}
+
+
 async def test_importing_into_a_store_holding_its_sub_threads_leaves_nothing_behind() -> None:
     store = MemoryStore()
     wt = await workflow_with_two_agents(store)

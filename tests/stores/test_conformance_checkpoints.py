@@ -4,7 +4,8 @@ The model keeps, per thread, its message ids, state and stats now and at the poi
 started from, and, per checkpoint, the same triple as recorded. Random sequences of
 appends, state updates, checkpoints, rollbacks (to a checkpoint, a label or a message),
 roll-forwards, forks (of live threads and of snapshots), reloads, writes through a
-second (stale) handle, deletes, vacuums and export/re-import run against it. After
+second (stale) handle, deletes, vacuums and export (`to_json()` of a refreshed handle,
+which must equal what a fresh `export()` reads) and re-import run against it. After
 every step a fresh lazy handle per thread (which reads everything from the store)
 must show exactly the model: the thread, its checkpoint list, and every checkpoint.
 Vacuum runs with no grace period, so a message a thread or checkpoint still references
@@ -13,6 +14,7 @@ that the store lost would show up as an error here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -141,6 +143,18 @@ class CheckpointModel(RuleBasedStateMachine):
         )
         return Point(target, base.state, stats)
 
+    def check_to_json(self, handle: ChatMessageThread) -> dict[str, Any]:
+        """`to_json()` of a handle that saw every write is what the store holds now.
+
+        A lazy handle has no `to_json()`: its `export()` is returned instead.
+        """
+        fresh: dict[str, Any] = json.loads(self.portal.call(self.load(handle.id).export))
+        if handle.is_lazy:
+            return fresh
+        held: dict[str, Any] = json.loads(handle.to_json())
+        assert held == fresh
+        return held
+
     def roll(self, thread_id: str, cp: Checkpoint, target: Point) -> None:
         self.record(thread_id, cp, self.threads[thread_id].now)
         self.threads[thread_id].now = target
@@ -190,6 +204,7 @@ class CheckpointModel(RuleBasedStateMachine):
         thread_id, handle = self.fresh(data)
         cp = self.portal.call(lambda: handle.checkpoint(label))
         self.record(thread_id, cp, self.threads[thread_id].now)
+        self.check_to_json(handle)  # the checkpoint joined the handle's history
 
     @rule(data=st.data(), how=st.sampled_from(["object", "id", "label"]))
     def rollback_to_checkpoint(self, data: st.DataObject, how: str) -> None:
@@ -230,6 +245,7 @@ class CheckpointModel(RuleBasedStateMachine):
         point = self.point_at(thread_id, index + 1)
         cp = self.portal.call(lambda: handle.rollback(message_id=messages[index]))
         self.roll(thread_id, cp, point)
+        self.check_to_json(handle)
         if vacuum:
             self.vacuum()
 
@@ -284,8 +300,8 @@ class CheckpointModel(RuleBasedStateMachine):
 
     @rule(data=st.data(), vacuum=st.booleans())
     def export_delete_and_import(self, data: st.DataObject, vacuum: bool) -> None:
-        thread_id, _ = self.pick(data)
-        document = self.portal.call(self.load(thread_id).export)
+        thread_id, handle = self.fresh(data)
+        document = self.check_to_json(handle)
         self.portal.call(self.load(thread_id).delete)
         if vacuum:
             self.vacuum()
