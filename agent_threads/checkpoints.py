@@ -303,7 +303,9 @@ async def _resolve(
     *,
     reread: bool,
 ) -> Point:
-    if (checkpoint is None) == (message_id is None):
+    if checkpoint is None and message_id is None:
+        raise TypeError("give a checkpoint (or its id or label), or message_id=...")
+    if checkpoint is not None and message_id is not None:
         raise TypeError("give a checkpoint (or its id or label) or message_id=..., not both")
     if message_id is not None:
         return await _point_at_message(thread, message_id)

@@ -667,18 +667,19 @@ class AgentThread(ABC):
     def _export_content(self) -> dict[str, Any]:
         """The subclass's content for `to_json`."""
 
-    @staticmethod
+    @classmethod
     async def from_json(
-        data: str | bytes | Mapping[str, Any], store: ThreadStore | None = None
+        cls, data: str | bytes | Mapping[str, Any], store: ThreadStore | None = None
     ) -> AgentThread:
         """Import a thread written by `to_json` into `store` (default: a new MemoryStore).
 
-        The thread keeps its id.
+        The thread keeps its id. `AgentThread.from_json` imports any kind; a subclass's
+        `from_json` (e.g. `ChatMessageThread.from_json`) only its own kind.
 
         Raises:
             SchemaVersionError: the document is from a newer version or of an unknown kind.
             ConflictError: the store already holds a thread with this id.
-            ValueError: the document is not a thread export.
+            ValueError: the document is not a thread export, or of another kind than `cls`.
         """
         document = json.loads(data) if isinstance(data, str | bytes) else dict(data)
         if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
@@ -693,6 +694,11 @@ class AgentThread(ABC):
         if target is None:
             raise SchemaVersionError(
                 "thread export kind", found=kind, supported=sorted(AgentThread._types)
+            )
+        if not issubclass(target, cls):
+            raise ValueError(
+                f"the export holds a {kind!r} thread, not a {cls.type_name!r} one: import it"
+                f" with {target.__name__}.from_json or AgentThread.from_json"
             )
         return await target._import(document, MemoryStore() if store is None else store)
 

@@ -167,3 +167,11 @@ def test_threads_run_on_trio() -> None:
         return texts(fork.messages)
 
     assert anyio.run(main, backend="trio") == ["a", "trio"]
+
+
+async def test_a_subclass_imports_only_its_own_kind() -> None:
+    document = (await thread_with("a")).to_json()
+    assert isinstance(await ChatMessageThread.from_json(document), ChatMessageThread)
+    other_kind = json.dumps({**json.loads(document), "kind": "workflow"})
+    with pytest.raises(ValueError, match="'workflow' thread, not a 'chat' one"):
+        await ChatMessageThread.from_json(other_kind)
