@@ -31,7 +31,7 @@ from typing import NamedTuple, Protocol, Self, cast, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent_threads._ids import validate_digest, validate_id
-from agent_threads.errors import InvalidIdError, StoreCorruptedError
+from agent_threads.errors import ConflictError, InvalidIdError, StoreCorruptedError
 
 DEFAULT_VACUUM_GRACE = 60.0
 """Seconds during which a freshly written segment or blob is never vacuumed."""
@@ -235,6 +235,13 @@ def validate_rows(segment_id: str, start: int, rows: Sequence[Row]) -> None:
         validate_id(row.message_id, what="message id")
 
 
+def version_conflict(kind: str, record_id: str, expected: int | None, stored: int) -> ConflictError:
+    """The error every store raises when a record's compare-and-set loses."""
+    return ConflictError(
+        f"{kind} {record_id!r}", detail=f"expected version {expected}, stored version {stored}"
+    )
+
+
 def check_read(segment_id: str, start: int, end: int, rows: Sequence[str]) -> list[str]:
     """Return `rows` if it has one row per position of `[start, end)`, else raise."""
     if len(rows) != max(0, end - start):
@@ -299,4 +306,5 @@ __all__ = [
     "validate_record",
     "validate_rows",
     "validate_tag",
+    "version_conflict",
 ]

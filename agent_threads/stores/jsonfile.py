@@ -30,6 +30,7 @@ from agent_threads.stores.base import (
     validate_record,
     validate_rows,
     validate_tag,
+    version_conflict,
 )
 
 SCHEMA_VERSION = 1
@@ -303,10 +304,7 @@ class JsonFileStore(StoreBase):
         def put() -> Record:
             stored_version = self._stored_version(path, record.kind, record.id)
             if stored_version != expected_version:
-                raise ConflictError(
-                    f"{record.kind} {record.id!r}",
-                    detail=f"expected version {expected_version}, stored version {stored_version}",
-                )
+                raise version_conflict(record.kind, record.id, expected_version, stored_version)
             stored = record.model_copy(update={"version": expected_version + 1})
             _files.make_dir(path.parent)
             _files.write_atomic(path, (stored.model_dump_json(indent=2) + "\n").encode())
@@ -329,10 +327,7 @@ class JsonFileStore(StoreBase):
             if stored_version == 0:
                 return False
             if expected_version is not None and stored_version != expected_version:
-                raise ConflictError(
-                    f"{kind} {record_id!r}",
-                    detail=f"expected version {expected_version}, stored version {stored_version}",
-                )
+                raise version_conflict(kind, record_id, expected_version, stored_version)
             path.unlink()
             _files.fsync_dir(path.parent)
             return True

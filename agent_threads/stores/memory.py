@@ -17,6 +17,7 @@ from agent_threads.stores.base import (
     validate_record,
     validate_rows,
     validate_tag,
+    version_conflict,
 )
 
 
@@ -63,10 +64,7 @@ class MemoryStore(StoreBase):
         current = self._records.get(key)
         stored_version = 0 if current is None else Record.model_validate_json(current).version
         if stored_version != expected_version:
-            raise ConflictError(
-                f"{record.kind} {record.id!r}",
-                detail=f"expected version {expected_version}, stored version {stored_version}",
-            )
+            raise version_conflict(record.kind, record.id, expected_version, stored_version)
         stored = record.model_copy(update={"version": expected_version + 1})
         self._records[key] = stored.model_dump_json()
         return stored
@@ -78,10 +76,7 @@ class MemoryStore(StoreBase):
         if current is None:
             return False
         if expected_version is not None and current.version != expected_version:
-            raise ConflictError(
-                f"{kind} {record_id!r}",
-                detail=f"expected version {expected_version}, stored version {current.version}",
-            )
+            raise version_conflict(kind, record_id, expected_version, current.version)
         del self._records[(kind, record_id)]
         return True
 

@@ -59,6 +59,7 @@ from agent_threads.stores.base import (
     validate_record,
     validate_rows,
     validate_tag,
+    version_conflict,
 )
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -367,10 +368,7 @@ class PostgresStore(StoreBase):
                         data,
                     )
         if written is None:
-            raise ConflictError(
-                f"{record.kind} {record.id!r}",
-                detail=f"expected version {expected_version}, stored version {stored or 0}",
-            )
+            raise version_conflict(record.kind, record.id, expected_version, stored or 0)
         return record.model_copy(update={"version": written})
 
     async def delete_record(
@@ -383,10 +381,7 @@ class PostgresStore(StoreBase):
                 connection, _DELETE_RECORD, kind, record_id, expected_version
             )
         if deleted is None and stored is not None:
-            raise ConflictError(
-                f"{kind} {record_id!r}",
-                detail=f"expected version {expected_version}, stored version {stored}",
-            )
+            raise version_conflict(kind, record_id, expected_version, stored)
         return deleted is not None
 
     async def list_records(

@@ -65,6 +65,7 @@ from agent_threads.stores.base import (
     validate_record,
     validate_rows,
     validate_tag,
+    version_conflict,
 )
 
 _UNINDEX = """
@@ -322,10 +323,7 @@ class RedisStore(StoreBase):
         with _foreign_keys_are_corruption(f"Redis key {key!r}"):
             written, version = await self._run("put_record", [key], args)
         if not written:
-            raise ConflictError(
-                f"{record.kind} {record.id!r}",
-                detail=f"expected version {expected_version}, stored version {version}",
-            )
+            raise version_conflict(record.kind, record.id, expected_version, version)
         return stored
 
     async def delete_record(
@@ -340,10 +338,7 @@ class RedisStore(StoreBase):
                 "delete_record", [key], [self._base, f"{kind}/{record_id}", expected]
             )
         if outcome == -1:
-            raise ConflictError(
-                f"{kind} {record_id!r}",
-                detail=f"expected version {expected_version}, stored version {version}",
-            )
+            raise version_conflict(kind, record_id, expected_version, version)
         return bool(outcome)
 
     async def list_records(

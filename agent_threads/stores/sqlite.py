@@ -24,6 +24,7 @@ from agent_threads.stores.base import (
     validate_record,
     validate_rows,
     validate_tag,
+    version_conflict,
 )
 
 MIGRATIONS: list[tuple[str, ...]] = [
@@ -199,7 +200,7 @@ class SQLiteStore(StoreBase):
                 )
             if cursor.rowcount != 1:
                 found = await self._version(connection, record.kind, record.id)
-                raise _version_conflict(record.kind, record.id, expected_version, found)
+                raise version_conflict(record.kind, record.id, expected_version, found)
         return stored
 
     @staticmethod
@@ -219,7 +220,7 @@ class SQLiteStore(StoreBase):
             if found == 0:
                 return False
             if expected_version is not None and found != expected_version:
-                raise _version_conflict(kind, record_id, expected_version, found)
+                raise version_conflict(kind, record_id, expected_version, found)
             await connection.execute(
                 "DELETE FROM records WHERE kind = ? AND id = ?", (kind, record_id)
             )
@@ -358,12 +359,6 @@ class SQLiteStore(StoreBase):
 async def _rollback(connection: aiosqlite.Connection) -> None:
     with contextlib.suppress(sqlite3.OperationalError):  # no transaction left to roll back
         await connection.execute("ROLLBACK")
-
-
-def _version_conflict(kind: str, record_id: str, expected: int, found: int) -> ConflictError:
-    return ConflictError(
-        f"{kind} {record_id!r}", detail=f"expected version {expected}, stored version {found}"
-    )
 
 
 def _parse_record(body: Any, kind: str, record_id: str) -> Record:
