@@ -135,6 +135,42 @@ def _drop_emptied_schemas() -> Iterator[None]:
         anyio.run(_drop_schemas, list(_EMPTIED_SCHEMAS))
 
 
+@asynccontextmanager
+async def _same(store: ThreadStore) -> AsyncIterator[ThreadStore]:
+    yield store  # a MemoryStore is its own only client; the test's fixture closes it
+
+
+def _another_client(store: ThreadStore) -> AbstractAsyncContextManager[ThreadStore]:
+    """A second, independent client of the storage behind `store` (same file, prefix, schema)."""
+    from agent_threads import JsonFileStore
+    from agent_threads.stores.sqlite import SQLiteStore
+
+    if isinstance(store, MemoryStore):
+        return _same(store)
+    if isinstance(store, JsonFileStore):
+        return JsonFileStore(store.directory)
+    if isinstance(store, SQLiteStore):
+        return SQLiteStore(store.path)
+    if type(store).__name__ == "RedisStore":
+        from agent_threads.stores.redis import RedisStore
+
+        assert isinstance(store, RedisStore)
+        return RedisStore(REDIS_URL, prefix=store.prefix)
+    from agent_threads.stores.postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore), f"no second client known for {store!r}"
+    return PostgresStore(POSTGRES_DSN, schema=store.schema, max_size=1)
+
+
+ReopenStore = Callable[[ThreadStore], AbstractAsyncContextManager[ThreadStore]]
+
+
+@pytest.fixture
+def another_client() -> ReopenStore:
+    """Opens another client of a store's storage, as a second process or machine would."""
+    return _another_client
+
+
 STORES = [
     pytest.param(open_memory, id="memory"),
     pytest.param(open_jsonfile, id="jsonfile"),

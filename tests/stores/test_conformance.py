@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from anyio.from_thread import start_blocking_portal
 from hypothesis import HealthCheck, settings
@@ -41,7 +42,7 @@ from agent_threads import (
 )
 from agent_threads._ids import new_id
 
-from .conftest import StoreFactory
+from .conftest import ReopenStore, StoreFactory
 
 HOSTILE_IDS = ["", "../x", "a/b", "a\\b", "x\x00y", "a" * 129, " lead", "..", "é/..", "a\nb"]
 
@@ -154,6 +155,75 @@ async def test_list_and_delete_segments(store: ThreadStore) -> None:
     await store.delete_segments(["s1"])
     assert set(await store.list_segments()) == {"s2"}
     assert await store.locate_message("m0") == []
+
+
+# -- several clients of one storage ---------------------------------------------------
+
+
+async def test_of_racing_clients_appending_at_one_position_exactly_one_wins(
+    store: ThreadStore, another_client: ReopenStore
+) -> None:
+    outcomes: list[str] = []
+
+    async def append(n: int) -> None:
+        async with another_client(store) as client:
+            try:
+                await client.append_rows("contended", 0, rows(f"m{n}", f"n{n}"))
+                outcomes.append(f"m{n}")
+            except ConflictError:
+                outcomes.append("conflict")
+
+    async with anyio.create_task_group() as group:
+        for n in range(6):
+            group.start_soon(append, n)
+    winners = [o for o in outcomes if o != "conflict"]
+    assert len(winners) == 1 and len(outcomes) == 6
+    assert await store.locate_message(winners[0]) == [("contended", 0)]
+    assert await store.read_rows("contended", 0, 2) == [
+        r.data for r in rows(winners[0], "n" + winners[0][1:])
+    ]
+
+
+async def test_of_racing_clients_setting_one_version_exactly_one_wins(
+    store: ThreadStore, another_client: ReopenStore
+) -> None:
+    await store.put_record(record(), expected_version=0)
+    won: list[int] = []
+
+    async def put(n: int) -> None:
+        async with another_client(store) as client:
+            try:
+                await client.put_record(record(n=n), expected_version=1)
+                won.append(n)
+            except ConflictError:
+                pass
+
+    async with anyio.create_task_group() as group:
+        for n in range(6):
+            group.start_soon(put, n)
+    stored = await store.get_record("thing", "r1")
+    assert len(won) == 1 and stored is not None
+    assert (stored.version, stored.data) == (2, {"n": won[0]})
+
+
+async def test_two_clients_appending_to_one_thread_lose_nothing(
+    store: ThreadStore, another_client: ReopenStore
+) -> None:
+    thread = await make_thread(store, [])
+    async with another_client(store) as second:
+        other = await ChatMessageThread.load(thread.id, store=second)
+
+        async def write(handle: ChatMessageThread, tag: str) -> None:
+            for i in range(20):
+                await handle.on_new_messages([Message.user(f"{tag}{i}")], retries=100)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write, thread, "a")
+            group.start_soon(write, other, "b")
+    found = texts((await ChatMessageThread.load(thread.id, store=store)).messages)
+    assert sorted(found) == sorted([f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)])
+    assert [t for t in found if t[0] == "a"] == [f"a{i}" for i in range(20)]
+    assert [t for t in found if t[0] == "b"] == [f"b{i}" for i in range(20)]
 
 
 # -- blobs ------------------------------------------------------------------------

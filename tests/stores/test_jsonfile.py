@@ -196,23 +196,6 @@ async def test_reading_the_tail_of_a_long_segment_reads_a_few_kilobytes(
     assert read < 200_000
 
 
-async def test_two_stores_on_one_directory_never_lose_an_append(tmp_path: Path) -> None:
-    async with JsonFileStore(tmp_path) as first, JsonFileStore(tmp_path) as second:
-        thread = await ChatMessageThread.create(first)
-        other = await ChatMessageThread.load(thread.id, store=second)
-
-        async def write(handle: ChatMessageThread, tag: str) -> None:
-            for i in range(25):
-                await handle.on_new_messages([Message.user(f"{tag}{i}")], retries=100)
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(write, thread, "a")
-            group.start_soon(write, other, "b")
-    found = await texts_in(tmp_path, thread.id)
-    assert sorted(found) == sorted([f"a{i}" for i in range(25)] + [f"b{i}" for i in range(25)])
-    assert [t for t in found if t[0] == "a"] == [f"a{i}" for i in range(25)]
-
-
 def test_the_store_runs_on_trio(tmp_path: Path) -> None:
     async def session() -> list[str]:
         async with JsonFileStore(tmp_path) as store:

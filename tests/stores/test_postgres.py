@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from agent_threads import (
     ChatMessageThread,
-    ConflictError,
     InvalidIdError,
     MemoryStore,
     Message,
@@ -235,54 +234,6 @@ async def test_an_undecodable_record_is_reported_as_corruption(
 
 
 # -- racing clients ------------------------------------------------------------------------
-
-
-async def test_of_many_clients_appending_at_one_position_exactly_one_wins(
-    store: PostgresStore,
-) -> None:
-    clients = [PostgresStore(POSTGRES_DSN, schema=store.schema, max_size=1) for _ in range(6)]
-    winners: list[int] = []
-
-    async def append(client: PostgresStore, n: int) -> None:
-        try:
-            await client.append_rows("contended", 0, [Row(f"m{n}", "{}"), Row(f"n{n}", "{}")])
-            winners.append(n)
-        except ConflictError as exc:
-            assert "contended" in str(exc)
-
-    try:
-        async with anyio.create_task_group() as group:
-            for n, client in enumerate(clients):
-                group.start_soon(append, client, n)
-    finally:
-        for client in clients:
-            await client.aclose()
-    assert len(winners) == 1
-    assert await store.locate_message(f"n{winners[0]}") == [("contended", 1)]
-
-
-async def test_of_many_clients_setting_one_version_exactly_one_wins(store: PostgresStore) -> None:
-    await store.put_record(Record(kind="k", id="r"), expected_version=0)
-    clients = [PostgresStore(POSTGRES_DSN, schema=store.schema, max_size=1) for _ in range(6)]
-    won: list[int] = []
-
-    async def put(client: PostgresStore, n: int) -> None:
-        try:
-            await client.put_record(Record(kind="k", id="r", data={"n": n}), expected_version=1)
-            won.append(n)
-        except ConflictError:
-            pass
-
-    try:
-        async with anyio.create_task_group() as group:
-            for n, client in enumerate(clients):
-                group.start_soon(put, client, n)
-    finally:
-        for client in clients:
-            await client.aclose()
-    stored = await store.get_record("k", "r")
-    assert len(won) == 1 and stored is not None
-    assert (stored.version, stored.data) == (2, {"n": won[0]})
 
 
 # -- cut connections -------------------------------------------------------------------------

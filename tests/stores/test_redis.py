@@ -17,7 +17,6 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from agent_threads import (
     ChatMessageThread,
-    ConflictError,
     InvalidIdError,
     Message,
     Record,
@@ -155,58 +154,6 @@ async def test_foreign_data_under_a_key_is_reported_as_corruption(
     await admin.hset(base + "record:k/r", mapping={"version": "1", "doc": "{not json"})
     with pytest.raises(StoreCorruptedError, match="record:k/r"):
         await store.get_record("k", "r")
-
-
-# -- races between clients --------------------------------------------------------------
-
-
-async def test_of_many_clients_appending_at_one_position_exactly_one_wins(
-    store: RedisStore,
-) -> None:
-    clients = [RedisStore(REDIS_URL, prefix=store.prefix) for _ in range(8)]
-    outcomes: list[str] = []
-
-    async def append(client: RedisStore, n: int) -> None:
-        try:
-            await client.append_rows("contended", 0, [Row(f"m{n}", f'"{n}"'), Row(f"n{n}", "0")])
-            outcomes.append(f"m{n}")
-        except ConflictError:
-            outcomes.append("conflict")
-
-    try:
-        async with anyio.create_task_group() as group:
-            for n, client in enumerate(clients):
-                group.start_soon(append, client, n)
-    finally:
-        for client in clients:
-            await client.aclose()
-    winners = [o for o in outcomes if o != "conflict"]
-    assert len(winners) == 1 and len(outcomes) == 8
-    assert await store.locate_message(winners[0]) == [("contended", 0)]
-
-
-async def test_of_many_clients_setting_one_version_exactly_one_wins(store: RedisStore) -> None:
-    await store.put_record(Record(kind="k", id="r"), expected_version=0)
-    clients = [RedisStore(REDIS_URL, prefix=store.prefix) for _ in range(8)]
-    won: list[int] = []
-
-    async def put(client: RedisStore, n: int) -> None:
-        try:
-            await client.put_record(Record(kind="k", id="r", data={"n": n}), expected_version=1)
-            won.append(n)
-        except ConflictError:
-            pass
-
-    try:
-        async with anyio.create_task_group() as group:
-            for n, client in enumerate(clients):
-                group.start_soon(put, client, n)
-    finally:
-        for client in clients:
-            await client.aclose()
-    stored = await store.get_record("k", "r")
-    assert len(won) == 1 and stored is not None
-    assert (stored.version, stored.data) == (2, {"n": won[0]})
 
 
 # -- cut connections --------------------------------------------------------------------

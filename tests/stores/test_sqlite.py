@@ -6,7 +6,6 @@ import re
 import sqlite3
 from pathlib import Path
 
-import anyio
 import pytest
 
 from agent_threads import (
@@ -109,24 +108,6 @@ async def test_rows_are_unique_by_segment_and_position_in_the_schema(tmp_path: P
             " WHERE name = ?",
             segment_id,
         )
-
-
-async def test_two_stores_on_one_file_append_concurrently(tmp_path: Path) -> None:
-    path = tmp_path / "threads.db"
-    async with SQLiteStore(path) as first, SQLiteStore(path) as second:
-        thread = await ChatMessageThread.create(first)
-        other = await ChatMessageThread.load(thread.id, store=second)
-
-        async def write(handle: ChatMessageThread, tag: str) -> None:
-            for i in range(25):
-                await handle.on_new_messages([Message.user(f"{tag}{i}")], retries=100)
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(write, thread, "a")
-            group.start_soon(write, other, "b")
-        loaded = await ChatMessageThread.load(thread.id, store=first)
-    found = [m.text for m in loaded.messages]
-    assert sorted(found) == sorted([f"a{i}" for i in range(25)] + [f"b{i}" for i in range(25)])
 
 
 async def test_an_undecodable_record_is_reported_by_key(tmp_path: Path) -> None:
