@@ -97,10 +97,15 @@ def _restored_status(status: RunStatus) -> RunStatus:
 
 
 async def fork_head(
-    workflow: WorkflowT, *, id: str | None, title: str | None, tags: Iterable[str] | None
+    workflow: WorkflowT,
+    *,
+    id: str | None,
+    title: str | None,
+    tags: Iterable[str] | None,
+    reset_stats: bool = True,
 ) -> WorkflowT:
     """A new workflow from the workflow's head: each sub-thread forked at its head."""
-    subs = {k: await h.fork() for k, h in workflow._handles.items()}
+    subs = {k: await h.fork(reset_stats=reset_stats) for k, h in workflow._handles.items()}
     return await _new_fork(
         workflow,
         subs,
@@ -122,12 +127,14 @@ async def fork_cut(
     id: str | None,
     title: str | None,
     tags: Iterable[str] | None,
+    reset_stats: bool = True,
 ) -> WorkflowT:
     """A new workflow from a cut: each sub-thread forked at its checkpoint of the cut."""
     subs: dict[str, ChatMessageThread] = {}
     for key, place in cut.checkpoint.sub_threads.items():
         sub = await sub_thread_at(workflow, cut, key, lazy=True)
-        subs[key] = await (await sub.at(place.checkpoint_id)).fork()
+        snapshot = await sub.at(place.checkpoint_id)
+        subs[key] = await snapshot.fork(reset_stats=reset_stats)
     closed, length = await closed_for(workflow, cut.step_log)
     return await _new_fork(
         workflow,

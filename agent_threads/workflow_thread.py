@@ -547,6 +547,7 @@ class WorkflowThread(AgentThread):
         the length of the run. `await workflow.resume(fork)` continues it; steps
         completed before the cut never run again. Parent and fork never see each
         other's later changes. `message_id` is not accepted: a workflow has no messages.
+        `reset_stats` applies to every forked sub-thread.
 
         Raises:
             CheckpointNotFoundError: the workflow has no such checkpoint.
@@ -559,16 +560,30 @@ class WorkflowThread(AgentThread):
             )
         if checkpoint is not None:
             return await self._fork_cut(
-                await find_cut(self, checkpoint), id=id, title=title, tags=tags
+                await find_cut(self, checkpoint),
+                id=id,
+                title=title,
+                tags=tags,
+                reset_stats=reset_stats,
             )
         async with self._lock:
             await self._flush_unlocked()
-            return await travel.fork_head(self, id=id, title=title, tags=tags)
+            return await travel.fork_head(
+                self, id=id, title=title, tags=tags, reset_stats=reset_stats
+            )
 
     async def _fork_cut(
-        self, cut: StoredCut, *, id: str | None, title: str | None, tags: Iterable[str] | None
+        self,
+        cut: StoredCut,
+        *,
+        id: str | None,
+        title: str | None,
+        tags: Iterable[str] | None,
+        reset_stats: bool = True,
     ) -> Self:
-        return await travel.fork_cut(self, cut, id=id, title=title, tags=tags)
+        return await travel.fork_cut(
+            self, cut, id=id, title=title, tags=tags, reset_stats=reset_stats
+        )
 
     def copy(self, *, id: str | None = None, reset_stats: bool = False) -> Self:
         """Not for workflows: a copy would share its sub-threads. Use `await fork()`."""

@@ -292,6 +292,20 @@ async def test_fork_at_a_checkpoint_is_idle_and_independent_of_its_parent() -> N
     assert texts((await reloaded.get_sub_thread("researcher")).messages)[-1] == "fork only"
 
 
+async def test_fork_resets_sub_thread_stats_unless_told_to_keep_them() -> None:
+    wt = await workflow_with_two_agents()
+    cut = await wt.checkpoint()
+    researcher = await wt.get_sub_thread("researcher")
+    assert researcher.stats.message_count == 1
+    for fork in (await wt.fork(), await (await wt.at(cut)).fork()):
+        assert (await fork.get_sub_thread("researcher")).stats.message_count == 0
+    for fork in (
+        await wt.fork(reset_stats=False),
+        await wt.fork(checkpoint=cut, reset_stats=False),
+    ):
+        assert (await fork.get_sub_thread("researcher")).stats == researcher.stats
+
+
 async def test_fork_shares_history_and_messages_instead_of_copying_them() -> None:
     wt = await WorkflowThread.create()
     main = await wt.get_sub_thread()
