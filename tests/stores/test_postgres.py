@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import math
-import re
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -304,19 +301,3 @@ async def test_connection_killed_between_calls_is_replaced(
         for pid in await _backends(admin, name, waiting=False):  # wait until it is gone
             assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
         assert (await named.get_record("k", "r")) is not None
-
-
-# -- packaging -------------------------------------------------------------------------------
-
-
-def test_a_missing_driver_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "asyncpg", None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "agent_threads.stores.postgres")
-    with pytest.raises(ImportError, match=re.escape("pip install 'agent-threads[postgres]'")):
-        importlib.import_module("agent_threads.stores.postgres")
-
-
-async def test_the_root_package_does_not_load_the_driver() -> None:
-    code = "import sys, agent_threads; print('asyncpg' in sys.modules)"
-    result = await anyio.run_process([sys.executable, "-c", code])
-    assert result.stdout.strip() == b"False"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import re
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from urllib.parse import urlparse
@@ -275,19 +272,3 @@ async def test_connection_killed_between_calls_is_replaced(
         for client in clients:
             await admin.client_kill_filter(_id=client["id"])
         assert (await named.get_record("k", "r")) is not None
-
-
-# -- packaging --------------------------------------------------------------------------
-
-
-def test_a_missing_driver_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "redis.asyncio", None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "agent_threads.stores.redis")
-    with pytest.raises(ImportError, match=re.escape("pip install 'agent-threads[redis]'")):
-        importlib.import_module("agent_threads.stores.redis")
-
-
-async def test_the_root_package_does_not_load_the_driver() -> None:
-    code = "import sys, agent_threads; print('redis' in sys.modules)"
-    result = await anyio.run_process([sys.executable, "-c", code])
-    assert result.stdout.strip() == b"False"
