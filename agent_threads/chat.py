@@ -381,20 +381,13 @@ class ChatMessageThread(AgentThread):
         self, batch: list[Message], rows: list[Row], *, force_new: bool
     ) -> _AppendPlan:
         head = self.head
-        if not force_new and log.can_extend(self._ranges, self._open_segment):
-            assert self._open_segment is not None
-            segment_id = self._open_segment.segment_id
-            ranges = log.extend(self._ranges, segment_id, head, len(batch))
-            return _AppendPlan(
-                segment_id, head, rows, batch, ranges, OpenSegment(segment_id, head + len(batch))
-            )
+        owned = self._open_segment
+        if not force_new and owned is not None and log.can_extend(self._ranges, owned):
+            return self._plan_at_head(owned.segment_id, batch, rows)
         segment_id = new_id()
         start = log.consolidation_start(self._ranges)
         if start is None:
-            ranges = log.extend(self._ranges, segment_id, head, len(batch))
-            return _AppendPlan(
-                segment_id, head, rows, batch, ranges, OpenSegment(segment_id, head + len(batch))
-            )
+            return self._plan_at_head(segment_id, batch, rows)
         moved = await self.get_messages(start, head)  # amortized: see log.consolidation_start
         all_messages = moved + batch
         all_rows = [Row(m.id, m.model_dump_json()) for m in moved] + rows
@@ -403,6 +396,13 @@ class ChatMessageThread(AgentThread):
         return _AppendPlan(
             segment_id, start, all_rows, all_messages, ranges, OpenSegment(segment_id, end)
         )
+
+    def _plan_at_head(self, segment_id: str, batch: list[Message], rows: list[Row]) -> _AppendPlan:
+        """Write the batch into `segment_id` at the thread's head."""
+        head = self.head
+        ranges = log.extend(self._ranges, segment_id, head, len(batch))
+        open_segment = OpenSegment(segment_id, head + len(batch))
+        return _AppendPlan(segment_id, head, rows, batch, ranges, open_segment)
 
     async def _adopt(self, record: Record) -> None:
         await super()._adopt(record)
