@@ -21,10 +21,9 @@ The thread methods (`checkpoint`, `checkpoints`, `get_checkpoint`, `at`, `rollba
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, Self, cast
+from typing import Any, Literal, Self
 
 from pydantic import (
     AwareDatetime,
@@ -49,7 +48,7 @@ from agent_threads.log import Range, Ranges
 from agent_threads.snapshots import Point, ThreadSnapshot, ThreadT
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, validate_tag
-from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats
+from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats, clean_metadata
 
 CHECKPOINT_KIND = "checkpoint"
 """The store record kind of every checkpoint; `Record.owner` is the thread id."""
@@ -174,22 +173,14 @@ def checkpoint_from_record(record: Record) -> Checkpoint:
         raise StoreCorruptedError(f"checkpoint {record.id!r}", detail=str(exc)) from exc
 
 
-def _clean_label(label: str | None) -> str | None:
+def clean_label(label: str | None) -> str | None:
+    """Return a usable checkpoint label (1-128 characters, no control characters)."""
     if label is None:
         return None
     try:
         return validate_tag(label)
     except InvalidIdError as exc:
         raise InvalidIdError(label, what="checkpoint label", reason=exc.reason) from exc
-
-
-def _clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, JsonValue]:
-    if metadata is None:
-        return {}
-    try:
-        return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"checkpoint metadata must be JSON-serializable: {exc}") from exc
 
 
 # -- recording and finding ------------------------------------------------------------
@@ -214,12 +205,12 @@ async def save_checkpoint(
     checkpoint = Checkpoint(
         id=new_id(),
         thread_id=thread.id,
-        label=_clean_label(label),
+        label=clean_label(label),
         reason=reason,
         created_at=datetime.now(UTC),
         message_count=count,
         last_message_id=last,
-        metadata=_clean_metadata(metadata),
+        metadata=clean_metadata(metadata, what="checkpoint metadata"),
         stats=thread.stats,
         state_digest=_state_digest(thread),
         ranges=tuple((r.segment_id, r.start, r.end) for r in ranges),

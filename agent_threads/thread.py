@@ -86,13 +86,16 @@ def _clean_tags(tags: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(validate_tag(t) for t in tags))
 
 
-def _clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, JsonValue]:
+def clean_metadata(
+    metadata: Mapping[str, Any] | None, *, what: str = "thread metadata"
+) -> dict[str, JsonValue]:
+    """A JSON copy of user metadata (threads, checkpoints); TypeError naming `what` if not JSON."""
     if metadata is None:
         return {}
     try:
         return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"thread metadata must be JSON-serializable: {exc}") from exc
+        raise TypeError(f"{what} must be JSON-serializable: {exc}") from exc
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -174,7 +177,7 @@ class AgentThread(ABC):
             "schema_version": SCHEMA_VERSION,
             "type": cls.type_name,
             "title": title,
-            "metadata": _clean_metadata(metadata),
+            "metadata": clean_metadata(metadata),
             "parent_id": parent_id,
             "fork_point": fork_point,
             "created_at": now,
@@ -367,14 +370,14 @@ class AgentThread(ABC):
     ) -> None:
         """Change the title, replace the tags, or replace the metadata (None: unchanged)."""
         clean_tags = None if tags is None else _clean_tags(tags)
-        clean_metadata = None if metadata is None else _clean_metadata(metadata)
+        new_metadata = None if metadata is None else clean_metadata(metadata)
 
         async def write() -> None:
             data: dict[str, JsonValue] = {}
             if title is not None:
                 data["title"] = title
-            if clean_metadata is not None:
-                data["metadata"] = clean_metadata
+            if new_metadata is not None:
+                data["metadata"] = new_metadata
             await self._publish(data, tags=clean_tags)
 
         async with self._lock:

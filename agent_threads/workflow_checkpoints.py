@@ -9,18 +9,23 @@ sub-thread unchanged since the last cut reuses that cut's checkpoint.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_threads._ids import validate_id
 from agent_threads._step_log import StepLog
 from agent_threads.chat import ChatMessageThread
-from agent_threads.checkpoints import Checkpoint, CheckpointReason, Point, ThreadSnapshot
+from agent_threads.checkpoints import (
+    Checkpoint,
+    CheckpointReason,
+    Point,
+    ThreadSnapshot,
+    clean_label,
+)
 from agent_threads.errors import (
     CheckpointNotFoundError,
     InvalidIdError,
@@ -30,7 +35,8 @@ from agent_threads.errors import (
 )
 from agent_threads.execution import ExecutionData, ExecutionState, RunStatus
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, validate_tag
+from agent_threads.stores.base import Record
+from agent_threads.thread import clean_metadata
 
 if TYPE_CHECKING:
     from agent_threads.workflow_thread import WorkflowThread
@@ -119,24 +125,6 @@ def parse_cut(record: Record) -> StoredCut:
     return StoredCut(checkpoint, execution)
 
 
-def clean_label(label: str | None) -> str | None:
-    """Return a usable checkpoint label (1-128 characters, no control characters)."""
-    if label is None:
-        return None
-    try:
-        return validate_tag(label)
-    except InvalidIdError as exc:
-        raise InvalidIdError(label, what="checkpoint label", reason=exc.reason) from None
-
-
-def clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, JsonValue]:
-    """A JSON copy of checkpoint metadata (TypeError naming it if not JSON-like)."""
-    try:
-        return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata or {}))))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"checkpoint metadata must be JSON-serializable: {exc}") from exc
-
-
 class CutMaker:
     """Writes the cuts of one workflow handle, reusing unchanged sub-thread checkpoints."""
 
@@ -157,7 +145,7 @@ class CutMaker:
     ) -> WorkflowCheckpoint:
         """Checkpoint every sub-thread, then store the workflow checkpoint record."""
         workflow = self._workflow
-        clean = clean_label(label), clean_metadata(metadata)
+        clean = clean_label(label), clean_metadata(metadata, what="checkpoint metadata")
         subs = {}
         for key, handle in workflow._handles.items():
             subs[key] = SubThreadCut(
