@@ -8,9 +8,9 @@ from pydantic import JsonValue
 
 from agent_threads._step_log import StepLog
 from agent_threads.chat import ChatMessageThread
-from agent_threads.errors import ConflictError, InvalidIdError
+from agent_threads.errors import InvalidIdError
 from agent_threads.execution import ExecutionData
-from agent_threads.stores.base import Record, ThreadStore, validate_tag
+from agent_threads.stores.base import ThreadStore, validate_tag
 
 MAIN = "main"
 """The default sub-thread key."""
@@ -57,13 +57,3 @@ async def new_sub_thread(
     )
     await sub.checkpoint(CREATED_LABEL)
     return sub
-
-
-async def put_new(store: ThreadStore, record: Record) -> Record:
-    """Store a new thread record (ConflictError naming it if the id is taken)."""
-    try:
-        return await store.put_record(record, expected_version=0)
-    except ConflictError as exc:
-        raise ConflictError(
-            f"thread {record.id!r}", detail="a thread with this id already exists"
-        ) from exc

@@ -10,12 +10,13 @@ from pydantic import JsonValue
 from agent_threads import log
 from agent_threads._ids import new_id
 from agent_threads._step_log import StepLog, read_records
-from agent_threads._workflow_records import CREATED_LABEL, initial_data, put_new
+from agent_threads._workflow_records import CREATED_LABEL, initial_data
 from agent_threads.chat import ChatMessageThread
 from agent_threads.checkpoints import ROLLBACK_LABEL
 from agent_threads.errors import ConflictError
 from agent_threads.execution import ExecutionData, ExecutionState, RunStatus, StepRecord
 from agent_threads.state import ImmutableState
+from agent_threads.thread import put_new
 from agent_threads.workflow_checkpoints import (
     StoredCut,
     WorkflowCheckpoint,

@@ -31,7 +31,7 @@ from agent_threads.messages import MESSAGES_ADAPTER, Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, ThreadStore
 from agent_threads.stores.memory import MemoryStore
-from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats
+from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats, put_new
 from agent_threads.views import ContextView, TokenCounter, ViewCache
 
 
@@ -149,7 +149,7 @@ class ChatMessageThread(AgentThread):
         record = cls._new_record(
             thread_id=id, title=title, tags=tags, metadata=metadata, extra=extra
         )
-        stored = await _put_new(store, record)
+        stored = await put_new(store, record)
         return cls._bind(store, stored, ImmutableState())._attach(SegmentCache(), lazy=False)
 
     @classmethod
@@ -453,7 +453,7 @@ class ChatMessageThread(AgentThread):
                 state_digest=digest if isinstance(digest, str) else None,
                 extra=self._fork_data(ranges),
             )
-            stored = await _put_new(self._store, record)
+            stored = await put_new(self._store, record)
             return (
                 type(self)
                 ._bind(self._store, stored, self._state)
@@ -558,15 +558,6 @@ class ChatMessageThread(AgentThread):
         handle._cache.put(segment_id, 0, pool)
         handle._history = imported  # its states now hold the thread's state too (shared)
         return handle
-
-
-async def _put_new(store: ThreadStore, record: Record) -> Record:
-    try:
-        return await store.put_record(record, expected_version=0)
-    except ConflictError as exc:
-        raise ConflictError(
-            f"thread {record.id!r}", detail="a thread with this id already exists"
-        ) from exc
 
 
 __all__ = ["THREAD_KIND", "ChatMessageThread"]

@@ -111,6 +111,16 @@ def _origin(data: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     }
 
 
+async def put_new(store: ThreadStore, record: Record) -> Record:
+    """Store a new thread record (ConflictError naming it if the id is taken)."""
+    try:
+        return await store.put_record(record, expected_version=0)
+    except ConflictError as exc:
+        raise ConflictError(
+            f"thread {record.id!r}", detail="a thread with this id already exists"
+        ) from exc
+
+
 class AgentThread(ABC):
     """A thread handle: id, title, tags, metadata, stats, state, and the store it lives in.
 

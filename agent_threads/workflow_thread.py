@@ -27,7 +27,6 @@ from agent_threads._workflow_records import (
     check_key,
     initial_data,
     new_sub_thread,
-    put_new,
 )
 from agent_threads.chat import ChatMessageThread
 from agent_threads.checkpoints import Checkpoint
@@ -47,7 +46,7 @@ from agent_threads.execution import (
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, ThreadStore
 from agent_threads.stores.memory import MemoryStore
-from agent_threads.thread import THREAD_KIND, AgentThread
+from agent_threads.thread import THREAD_KIND, AgentThread, put_new
 from agent_threads.workflow_checkpoints import (
     WORKFLOW_CHECKPOINT_KIND,
     CutMaker,
