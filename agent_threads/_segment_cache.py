@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 from agent_threads import log
+from agent_threads._sequence import SequenceView
 from agent_threads.log import Range
 from agent_threads.messages import Message
 
@@ -126,7 +127,7 @@ class SegmentCache:
                 yield self.get(r.segment_id, position)
 
 
-class MessageList(Sequence[Message]):
+class MessageList(SequenceView[Message]):
     """A read-only sequence of a thread's messages, built in O(1) over the cache.
 
     Compares equal to any sequence holding the same messages (a list, a tuple).
@@ -162,13 +163,6 @@ class MessageList(Sequence[Message]):
 
     def __iter__(self) -> Iterator[Message]:
         return self._cache.iterate(self._ranges)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"MessageList({list(self)!r})"

@@ -16,6 +16,7 @@ from typing import Any, Literal, cast, overload
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 from agent_threads._ids import new_id
+from agent_threads._sequence import SequenceView
 from agent_threads.state import ImmutableState
 
 StepStatus = Literal["pending", "running", "completed", "failed", "interrupted"]
@@ -160,7 +161,7 @@ class ExecutionData(BaseModel):
     checkpoint: str | None = None
 
 
-class StepHistory(Sequence[StepRecord]):
+class StepHistory(SequenceView[StepRecord]):
     """A read-only view of a history list's first `length` records plus a tail, in O(1).
 
     The list only ever grows (a rollback replaces it), so a view taken earlier keeps
@@ -198,13 +199,6 @@ class StepHistory(Sequence[StepRecord]):
         for i in range(self._length):
             yield self._items[i]
         yield from self._tail
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"StepHistory({list(self)!r})"
