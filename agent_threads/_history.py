@@ -12,8 +12,9 @@ a rollback abandoned). Each checkpoint lists its content as `[start, end)` range
 that pool, so a checkpoint per turn adds a few bytes, not a copy of the conversation.
 States are stored once each, by digest, under `history.states`.
 
-On import the pool becomes one new segment, so every checkpoint reads back exactly,
-with its original id, label, time, state and stats.
+On import the pool becomes one new segment and the checkpoints one new checkpoint log,
+so every checkpoint reads back exactly, with its original id, label, time, state and
+stats.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agent_threads import log
+from agent_threads._checkpoint_log import encode_row
+from agent_threads._ids import new_id
 from agent_threads.checkpoints import (
-    CHECKPOINT_KIND,
+    LOGS_KEY,
     Checkpoint,
     CheckpointReason,
-    checkpoint_record,
     list_checkpoints,
     origin_point,
 )
@@ -39,7 +41,7 @@ from agent_threads.errors import ConflictError, StoreCorruptedError
 from agent_threads.log import Range, Ranges
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, ThreadStore
+from agent_threads.stores.base import Record, Row, ThreadStore
 from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats
 
 _FORBID = ConfigDict(extra="forbid")
@@ -266,15 +268,16 @@ async def store_history(
     pool: Sequence[Message],
     history: History,
 ) -> tuple[Record, LoadedHistory]:
-    """Write an import's states and checkpoints, then its thread record.
+    """Write an import's states and checkpoint log, then its thread record.
 
     Returns that record, and the checkpoints and states written, for the new handle.
 
-    The pool's rows must already be in `segment_id`. Checkpoints go before the thread
-    record, and are deleted again if the thread record cannot be written.
+    The pool's rows must already be in `segment_id`. The checkpoints go into a new log
+    segment before the thread record; if that record cannot be written, nothing
+    references them and `vacuum()` frees them.
 
     Raises:
-        ConflictError: the thread or one of its checkpoints already exists in `store`.
+        ConflictError: the thread already exists in `store`.
         ValueError: the history does not fit the pool (a hand-edited file).
     """
     if await store.get_record(THREAD_KIND, record.id) is not None:
@@ -290,34 +293,24 @@ async def store_history(
         _imported_checkpoint(c, record.id, segment_id, pool, digests, where)
         for c in history.checkpoints
     ]
+    if len({c.id for c in checkpoints}) != len(checkpoints):
+        raise ValueError(f"{where}: two checkpoints have the same id")
     if history.origin is not None:
         record = _with_origin(record, history.origin, segment_id, pool, digests, where)
-    written = await _put_checkpoints(store, checkpoints)
+    logs: list[JsonValue] = []
+    if checkpoints:
+        log_id = new_id()
+        await store.append_rows(log_id, 0, [Row(c.id, encode_row(c)) for c in checkpoints])
+        logs = [[log_id, 0, len(checkpoints)]]
+    record = record.model_copy(update={"data": {**record.data, LOGS_KEY: logs}})
     for checkpoint in checkpoints:
         loaded.add(checkpoint)
     try:
         return await store.put_record(record, expected_version=0), loaded
     except ConflictError as exc:
-        for checkpoint_id in written:
-            await store.delete_record(CHECKPOINT_KIND, checkpoint_id)
         raise ConflictError(
             f"thread {record.id!r}", detail="a thread with this id already exists"
         ) from exc
-
-
-async def _put_checkpoints(store: ThreadStore, checkpoints: list[Checkpoint]) -> list[str]:
-    written: list[str] = []
-    for checkpoint in checkpoints:
-        try:
-            await store.put_record(checkpoint_record(checkpoint), expected_version=0)
-        except ConflictError as exc:
-            for checkpoint_id in written:
-                await store.delete_record(CHECKPOINT_KIND, checkpoint_id)
-            raise ConflictError(
-                f"checkpoint {checkpoint.id!r}", detail="it already exists in this store"
-            ) from exc
-        written.append(checkpoint.id)
-    return written
 
 
 def _pool_ranges(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import threading
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from agent_threads.errors import InvalidIdError
 
@@ -64,6 +67,63 @@ def validate_id(value: object, *, what: str = "id") -> str:
             " or digit (no path separators, whitespace or control characters)",
         )
     return value
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_RAW_MARK = "~"
+"""Starts a packed id that is not a canonical UUID (`~` never starts a valid id)."""
+
+
+def id_time(value: str) -> datetime | None:
+    """When a UUIDv7 id was made (to the millisecond, UTC); None for any other id."""
+    try:
+        parsed = uuid.UUID(value)
+    except ValueError:
+        return None
+    if parsed.version != 7 or str(parsed) != value:
+        return None
+    return _EPOCH + timedelta(milliseconds=parsed.int >> 80)
+
+
+def pack_id(value: str) -> str:
+    """A short form of an id for compact rows: 22 characters for a canonical UUID.
+
+    Other ids are kept whole behind a `~`. `unpack_id` reverses it exactly.
+    """
+    try:
+        parsed = uuid.UUID(value)
+    except ValueError:
+        return _RAW_MARK + value
+    if str(parsed) != value:
+        return _RAW_MARK + value
+    return base64.urlsafe_b64encode(parsed.bytes).decode("ascii").rstrip("=")
+
+
+def unpack_id(packed: str) -> str:
+    """The id `pack_id` packed (ValueError if `packed` is not one of its results)."""
+    if packed.startswith(_RAW_MARK):
+        return validate_id(packed[1:])
+    return str(uuid.UUID(bytes=_unbase64(packed, 16)))
+
+
+def pack_digest(digest: str) -> str:
+    """A blob digest in 43 characters instead of 64 (base64url of its 32 bytes)."""
+    return base64.urlsafe_b64encode(bytes.fromhex(validate_digest(digest))).decode().rstrip("=")
+
+
+def unpack_digest(packed: str) -> str:
+    """The digest `pack_digest` packed (ValueError if `packed` is not one of its results)."""
+    return _unbase64(packed, 32).hex()
+
+
+def _unbase64(packed: str, size: int) -> bytes:
+    try:
+        raw = base64.urlsafe_b64decode(packed + "=" * (-len(packed) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"{packed!r} is not a packed identifier") from exc
+    if len(raw) != size or base64.urlsafe_b64encode(raw).decode().rstrip("=") != packed:
+        raise ValueError(f"{packed!r} is not a packed identifier of {size} bytes")
+    return raw
 
 
 def validate_digest(value: object) -> str:

@@ -1,17 +1,24 @@
 """Checkpoints: recorded points of a thread's history, time travel to them, and rollback.
 
-A checkpoint is a store record of kind `"checkpoint"` owned by its thread. It holds the
-thread's piece table at that moment under `ranges` and its state digest under `blobs`
-(which keeps both alive through `vacuum()`, see `stores.base`), plus its stats, message
-count, last message id and a timestamp. Recording one costs O(number of ranges),
-whatever the length of the history. Segment rows below a recorded end never change, so
-a checkpoint reads back exactly as it was, forever.
+A checkpoint is one row of its thread's *checkpoint log*: segments like the message
+segments, listed under `logs` in the thread record (the row's form is in
+`_checkpoint_log`). A row holds the thread's piece table at that moment, its state
+digest, stats, last message id and time; `vacuum()` reads the log's rows to keep what
+they reference alive (see `stores.base`). Recording one is a row append and a record
+write, the way messages are appended: O(number of ranges) whatever the length of the
+history, and about 200 bytes per checkpoint. Segment rows below a recorded end never
+change, so a checkpoint reads back exactly as it was, forever. A thread that goes
+drops its log with it; a fork or copy starts with an empty one.
 
-A rollback deletes nothing: it first records the current head as an automatic checkpoint
-labelled `ROLLBACK_LABEL` (rolling back to that one undoes the rollback), then publishes
-the target's ranges, state and stats with a compare-and-set on the thread record, the
-same arbiter appends use. The thread keeps its open segment, so the next append opens a
+A rollback deletes nothing: it records the current head as an automatic checkpoint
+labelled `ROLLBACK_LABEL` (rolling back to that one undoes the rollback) and publishes
+the target's ranges, state and stats in the same compare-and-set on the thread record,
+the arbiter appends use. The thread keeps its open segment, so the next append opens a
 new one instead of writing over the abandoned messages (see `log.can_extend`).
+
+Threads written before checkpoint logs (record version 1) kept each checkpoint as a
+record of kind `CHECKPOINT_KIND`; those are still read, and moved into the log by the
+thread's first new checkpoint.
 
 The thread methods (`checkpoint`, `checkpoints`, `get_checkpoint`, `at`, `rollback`,
 `lineage`) live on `AgentThread` and call the functions here; `ThreadSnapshot` (what
@@ -21,21 +28,19 @@ The thread methods (`checkpoint`, `checkpoints`, `get_checkpoint`, `at`, `rollba
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any, Literal, Self
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    ConfigDict,
-    Field,
-    JsonValue,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from agent_threads import log
+from agent_threads._checkpoint_log import (
+    Checkpoint,
+    CheckpointReason,
+    decode_row,
+    encode_row,
+    new_checkpoint_time,
+)
 from agent_threads._ids import new_id, validate_id
 from agent_threads.errors import (
     CheckpointNotFoundError,
@@ -47,57 +52,26 @@ from agent_threads.errors import (
 from agent_threads.log import Range, Ranges
 from agent_threads.snapshots import Point, ThreadSnapshot, ThreadT
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, validate_tag
-from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats, clean_metadata
+from agent_threads.stores.base import Record, Row, record_logs, validate_tag
+from agent_threads.thread import (
+    SCHEMA_VERSION,
+    THREAD_KIND,
+    AgentThread,
+    ThreadStats,
+    clean_metadata,
+)
 
 CHECKPOINT_KIND = "checkpoint"
-"""The store record kind of every checkpoint; `Record.owner` is the thread id."""
+"""The record kind checkpoints had before they moved into checkpoint logs (still read)."""
+
+LOGS_KEY = "logs"
+"""The thread record key listing its checkpoint log, as `[segment_id, start, end]` ranges."""
 
 ROLLBACK_LABEL = "before-rollback"
 """The label of the checkpoint `rollback()` saves first: roll back to it to undo."""
 
-CheckpointReason = Literal["manual", "auto", "rollback"]
-"""Why a checkpoint exists: asked for, one per batch (`auto_checkpoint=True`), or saved by
-a rollback."""
-
-_SCHEMA_VERSION = 1
-_ROLLBACK_ATTEMPTS = 16
-
-
-class Checkpoint(BaseModel):
-    """A recorded point of a thread: what `thread.at()` shows and `thread.rollback()` restores.
-
-    `ranges` is the piece table at that moment, `(segment_id, start, end)` triples whose
-    concatenation is the thread's message list then; `state_digest` is the content
-    address of its state (None for an empty state).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    id: str
-    thread_id: str
-    label: str | None = None
-    reason: CheckpointReason = "manual"
-    created_at: AwareDatetime
-    message_count: int = Field(ge=0)
-    last_message_id: str | None = None
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    stats: ThreadStats = Field(default_factory=ThreadStats)
-    state_digest: str | None = None
-    ranges: tuple[tuple[str, int, int], ...] = ()
-
-    @model_validator(mode="after")
-    def _count_matches_ranges(self) -> Self:
-        if log.length(self.piece_table) != self.message_count:
-            raise ValueError(
-                f"message_count {self.message_count} differs from the"
-                f" {log.length(self.piece_table)} messages its ranges hold"
-            )
-        return self
-
-    @property
-    def piece_table(self) -> Ranges:
-        """`ranges` as `log.Range` values."""
-        return tuple(Range(*r) for r in self.ranges)
+_LEGACY_SCHEMA_VERSION = 1
+_WRITE_ATTEMPTS = 16
 
 
 class Ancestor(BaseModel):
@@ -114,35 +88,276 @@ class Ancestor(BaseModel):
     deleted: bool = False
 
 
-# -- records ------------------------------------------------------------------------
+def clean_label(label: str | None) -> str | None:
+    """Return a usable checkpoint label (1-128 characters, no control characters)."""
+    if label is None:
+        return None
+    try:
+        return validate_tag(label)
+    except InvalidIdError as exc:
+        raise InvalidIdError(label, what="checkpoint label", reason=exc.reason) from exc
 
 
-def checkpoint_record(checkpoint: Checkpoint) -> Record:
-    """The store record of a checkpoint (its label doubles as a tag, for lookups).
+# -- the checkpoint log -------------------------------------------------------------------
 
-    Kept small, as there may be one per turn: fields at their defaults are left out,
-    the state digest is stored only under `blobs` (where vacuum looks), and the message
-    count is the length of `ranges`.
+
+def log_ranges(record: Record) -> Ranges:
+    """The ranges of a thread's checkpoint log, from its record."""
+    return tuple(Range(*r) for r in record_logs(record))
+
+
+def _is_legacy(record: Record) -> bool:
+    """Whether the thread was written before checkpoint logs (its checkpoints are records)."""
+    return LOGS_KEY not in record.data
+
+
+async def _current_record(thread: AgentThread) -> Record | None:
+    """The thread record as the store holds it now (None: deleted); an unsaved copy's own."""
+    if thread._record.version == 0:
+        return thread._record
+    return await thread.store.get_record(THREAD_KIND, thread.id)
+
+
+async def _read_log(thread: AgentThread, record: Record) -> list[Checkpoint]:
+    """Every checkpoint of the thread's log, oldest first."""
+    if _is_legacy(record):
+        return await _legacy_checkpoints(thread)
+    found: list[Checkpoint] = []
+    for r in log_ranges(record):
+        rows = await thread.store.read_rows(r.segment_id, r.start, r.end)
+        found += [_decode(thread, text, r.segment_id, p) for p, text in enumerate(rows, r.start)]
+    return found
+
+
+def _decode(thread: AgentThread, text: str, segment_id: str, position: int) -> Checkpoint:
+    try:
+        return decode_row(text, thread.id)
+    except ValueError as exc:
+        raise StoreCorruptedError(
+            f"thread {thread.id!r} checkpoint log {segment_id!r} position {position}",
+            detail=str(exc),
+        ) from exc
+
+
+async def _append_to_log(
+    thread: AgentThread,
+    build: Callable[[], Awaitable[tuple[Checkpoint, dict[str, JsonValue]]]],
+    *,
+    keep_on_change: bool,
+) -> Checkpoint:
+    """Append a checkpoint to the thread's log and publish it, with `data`, in one CAS.
+
+    `build` makes the checkpoint and the rest of the record data from the handle as it
+    is; it runs again whenever another writer got in first and the handle was re-read.
+    With `keep_on_change`, a checkpoint already written stays valid when only other
+    parts of the thread moved (it records what this handle saw), so only the record
+    write is retried. The same rules as message appends: rows first, then the record;
+    a position already taken (another writer, or rows a crash left unpublished) sends
+    the write to a new log segment. Caller holds the thread's lock.
     """
-    data = checkpoint.model_dump(
-        mode="json",
-        exclude_defaults=True,
-        exclude={"id", "thread_id", "state_digest", "message_count"},
+    force_new = False
+    for _ in range(_WRITE_ATTEMPTS):
+        checkpoint, data = await build()
+        logs = log_ranges(thread._record)
+        legacy = await _legacy_checkpoints(thread) if _is_legacy(thread._record) else []
+        rows = [Row(c.id, encode_row(c)) for c in [*legacy, checkpoint]]
+        segment_id, start, new_logs, rows = await _plan(thread, logs, rows, force_new=force_new)
+        try:
+            await thread.store.append_rows(segment_id, start, rows)
+        except ConflictError:
+            await thread._refresh_unlocked()
+            force_new = log_ranges(thread._record) == logs  # unchanged: rows nobody published
+            continue
+        published: dict[str, JsonValue] = {
+            **data,
+            LOGS_KEY: [r.to_json() for r in new_logs],
+            "schema_version": SCHEMA_VERSION,
+        }
+        if await _publish_log(thread, logs, published, retry=keep_on_change):
+            for old in legacy:
+                await thread.store.delete_record(CHECKPOINT_KIND, old.id)
+            return checkpoint
+        force_new = log_ranges(thread._record) == logs  # our rows sit there, unpublished
+    raise ConflictError(
+        f"thread {thread.id!r}",
+        detail="other writers kept changing the thread while a checkpoint was saved; try again",
     )
-    data["schema_version"] = _SCHEMA_VERSION
-    if checkpoint.state_digest:
-        data["blobs"] = [checkpoint.state_digest]
-    return Record(
-        kind=CHECKPOINT_KIND,
-        id=checkpoint.id,
-        owner=checkpoint.thread_id,
-        tags=(checkpoint.label,) if checkpoint.label else (),
-        data=data,
+
+
+async def _plan(
+    thread: AgentThread, logs: Ranges, rows: list[Row], *, force_new: bool
+) -> tuple[str, int, Ranges, list[Row]]:
+    """Where the rows go: after the log's end, or at the start of a new log segment.
+
+    A new segment is opened for the first checkpoint and when the end is taken; a log
+    that reached `log.MAX_RANGES` ranges is copied into it whole (rare: every range
+    after the first stands for a lost race or a crash).
+    """
+    if logs and not force_new:
+        last = logs[-1]
+        return (
+            last.segment_id,
+            last.end,
+            log.extend(logs, last.segment_id, last.end, len(rows)),
+            rows,
+        )
+    segment_id = new_id()
+    if len(logs) >= log.MAX_RANGES:
+        old: list[Row] = []
+        for r in logs:
+            texts = await thread.store.read_rows(r.segment_id, r.start, r.end)
+            old += [
+                Row(_decode(thread, t, r.segment_id, p).id, t) for p, t in enumerate(texts, r.start)
+            ]
+        rows, logs = [*old, *rows], ()
+    return segment_id, 0, log.extend(logs, segment_id, 0, len(rows)), rows
+
+
+async def _publish_log(
+    thread: AgentThread, logs: Ranges, data: dict[str, JsonValue], *, retry: bool
+) -> bool:
+    """Publish the record data; False (the handle re-read) if the thread moved first.
+
+    With `retry`, a write lost to changes that leave the log as it was is tried again.
+    """
+    for _ in range(_WRITE_ATTEMPTS):
+        try:
+            await thread._publish(data)
+            return True
+        except ConflictError:
+            await thread._refresh_unlocked()
+            if not retry or log_ranges(thread._record) != logs:
+                return False
+    return False
+
+
+# -- recording and finding ------------------------------------------------------------
+
+
+async def _current_checkpoint(
+    thread: AgentThread,
+    label: str | None,
+    metadata: dict[str, JsonValue],
+    reason: CheckpointReason,
+) -> Checkpoint:
+    """The handle as it is now, as a new checkpoint; O(number of ranges)."""
+    ranges = thread._content_ranges()
+    count = log.length(ranges)
+    last = None
+    if count:
+        last = (await thread._read_ranges(log.slice_ranges(ranges, count - 1, count)))[0].id
+    checkpoint_id = new_id()
+    return Checkpoint(
+        id=checkpoint_id,
+        thread_id=thread.id,
+        label=label,
+        reason=reason,
+        created_at=new_checkpoint_time(checkpoint_id),
+        message_count=count,
+        last_message_id=last,
+        metadata=metadata,
+        stats=thread.stats,
+        state_digest=_state_digest(thread),
+        ranges=tuple((r.segment_id, r.start, r.end) for r in ranges),
     )
+
+
+async def save_checkpoint(
+    thread: AgentThread,
+    *,
+    label: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    reason: CheckpointReason = "manual",
+) -> Checkpoint:
+    """Record the thread as this handle sees it; O(number of ranges). Caller holds its lock.
+
+    One row appended to the thread's checkpoint log and one record write. The handle's
+    in-memory history (what `to_json` writes) gains it too, at O(1).
+    """
+    label = clean_label(label)
+    cleaned = clean_metadata(metadata, what="checkpoint metadata")
+
+    async def build() -> tuple[Checkpoint, dict[str, JsonValue]]:
+        return await _current_checkpoint(thread, label, cleaned, reason), {}
+
+    checkpoint = await _append_to_log(thread, build, keep_on_change=True)
+    if thread._history is not None:
+        thread._history.add(checkpoint, thread.state)
+    return checkpoint
+
+
+def _state_digest(thread: AgentThread) -> str | None:
+    digest = thread._record.data.get("state")
+    return digest if isinstance(digest, str) else None
+
+
+async def list_checkpoints(thread: AgentThread) -> list[Checkpoint]:
+    """The thread's checkpoints as the store holds them, oldest first."""
+    record = await _current_record(thread)
+    return [] if record is None else await _read_log(thread, record)
+
+
+async def find_checkpoint(thread: AgentThread, id_or_label: str) -> Checkpoint:
+    """The checkpoint with this id, else the newest one with this label.
+
+    An id costs one index lookup and one row read; a label, a read of the log.
+
+    Raises:
+        CheckpointNotFoundError: the thread has none.
+    """
+    if not isinstance(id_or_label, str):
+        raise TypeError(f"a checkpoint id or label is a string, not {id_or_label!r}")
+    record = await _current_record(thread)
+    if record is None:
+        raise CheckpointNotFoundError(id_or_label, thread_id=thread.id)
+    if not _is_legacy(record):
+        found = await _find_by_id(thread, record, id_or_label)
+        if found is not None:
+            return found
+    for checkpoint in reversed(await _read_log(thread, record)):
+        if id_or_label in (checkpoint.id, checkpoint.label):
+            return checkpoint
+    raise CheckpointNotFoundError(id_or_label, thread_id=thread.id)
+
+
+async def _find_by_id(thread: AgentThread, record: Record, checkpoint_id: str) -> Checkpoint | None:
+    try:
+        places = await thread.store.locate_message(validate_id(checkpoint_id))
+    except InvalidIdError:  # not an id: it can still be a label
+        return None
+    logs = log_ranges(record)
+    for segment_id, position in places:
+        if any(r.segment_id == segment_id and r.start <= position < r.end for r in logs):
+            text = (await thread.store.read_rows(segment_id, position, position + 1))[0]
+            found = _decode(thread, text, segment_id, position)
+            if found.id == checkpoint_id:
+                return found
+    return None
+
+
+async def delete_checkpoints(thread: AgentThread) -> int:
+    """Delete the checkpoint records of a thread written before checkpoint logs.
+
+    A thread's log needs no deleting: it goes with the thread record (`vacuum()` frees
+    its segments). Returns how many records there were.
+    """
+    records = await thread.store.list_records(CHECKPOINT_KIND, owner=thread.id)
+    for record in records:
+        await thread.store.delete_record(CHECKPOINT_KIND, record.id)
+    return len(records)
+
+
+# -- checkpoints of threads written before checkpoint logs --------------------------------
+
+
+async def _legacy_checkpoints(thread: AgentThread) -> list[Checkpoint]:
+    """The checkpoint records of a thread from before checkpoint logs, oldest first."""
+    records = await thread.store.list_records(CHECKPOINT_KIND, owner=thread.id)
+    return [checkpoint_from_record(r) for r in records]
 
 
 def checkpoint_from_record(record: Record) -> Checkpoint:
-    """Read a checkpoint record.
+    """Read a checkpoint record (the form before checkpoint logs).
 
     Raises:
         SchemaVersionError: it was written by a newer version.
@@ -150,9 +365,9 @@ def checkpoint_from_record(record: Record) -> Checkpoint:
     """
     data = dict(record.data)
     found = data.pop("schema_version", None)
-    if not isinstance(found, int) or not 1 <= found <= _SCHEMA_VERSION:
+    if not isinstance(found, int) or found != _LEGACY_SCHEMA_VERSION:
         raise SchemaVersionError(
-            f"checkpoint {record.id!r} record", found=found, supported=_SCHEMA_VERSION
+            f"checkpoint {record.id!r} record", found=found, supported=_LEGACY_SCHEMA_VERSION
         )
     try:
         blobs = data.pop("blobs", None) or []
@@ -173,100 +388,6 @@ def checkpoint_from_record(record: Record) -> Checkpoint:
         raise StoreCorruptedError(f"checkpoint {record.id!r}", detail=str(exc)) from exc
 
 
-def clean_label(label: str | None) -> str | None:
-    """Return a usable checkpoint label (1-128 characters, no control characters)."""
-    if label is None:
-        return None
-    try:
-        return validate_tag(label)
-    except InvalidIdError as exc:
-        raise InvalidIdError(label, what="checkpoint label", reason=exc.reason) from exc
-
-
-# -- recording and finding ------------------------------------------------------------
-
-
-async def save_checkpoint(
-    thread: AgentThread,
-    *,
-    label: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    reason: CheckpointReason = "manual",
-) -> Checkpoint:
-    """Record the thread as this handle sees it; O(number of ranges). Caller holds its lock.
-
-    The handle's in-memory history (what `to_json` writes) gains it too, at O(1).
-    """
-    ranges = thread._content_ranges()
-    count = log.length(ranges)
-    last = None
-    if count:
-        last = (await thread._read_ranges(log.slice_ranges(ranges, count - 1, count)))[0].id
-    checkpoint = Checkpoint(
-        id=new_id(),
-        thread_id=thread.id,
-        label=clean_label(label),
-        reason=reason,
-        created_at=datetime.now(UTC),
-        message_count=count,
-        last_message_id=last,
-        metadata=clean_metadata(metadata, what="checkpoint metadata"),
-        stats=thread.stats,
-        state_digest=_state_digest(thread),
-        ranges=tuple((r.segment_id, r.start, r.end) for r in ranges),
-    )
-    await thread.store.put_record(checkpoint_record(checkpoint), expected_version=0)
-    if thread._history is not None:
-        thread._history.add(checkpoint, thread.state)
-    return checkpoint
-
-
-def _state_digest(thread: AgentThread) -> str | None:
-    digest = thread._record.data.get("state")
-    return digest if isinstance(digest, str) else None
-
-
-async def list_checkpoints(thread: AgentThread) -> list[Checkpoint]:
-    """The thread's checkpoints, oldest first (ids are time-ordered)."""
-    records = await thread.store.list_records(CHECKPOINT_KIND, owner=thread.id)
-    return [checkpoint_from_record(r) for r in records]
-
-
-async def find_checkpoint(thread: AgentThread, id_or_label: str) -> Checkpoint:
-    """The checkpoint with this id, else the newest one with this label.
-
-    Raises:
-        CheckpointNotFoundError: the thread has none.
-    """
-    if not isinstance(id_or_label, str):
-        raise TypeError(f"a checkpoint id or label is a string, not {id_or_label!r}")
-    try:
-        record = await thread.store.get_record(CHECKPOINT_KIND, validate_id(id_or_label))
-    except InvalidIdError:  # not an id: it can still be a label
-        record = None
-    if record is not None and record.owner == thread.id:
-        return checkpoint_from_record(record)
-    try:
-        records = await thread.store.list_records(
-            CHECKPOINT_KIND, owner=thread.id, tags=[id_or_label]
-        )
-    except InvalidIdError:
-        records = []
-    for found in reversed(records):
-        checkpoint = checkpoint_from_record(found)
-        if checkpoint.label == id_or_label:
-            return checkpoint
-    raise CheckpointNotFoundError(id_or_label, thread_id=thread.id)
-
-
-async def delete_checkpoints(thread: AgentThread) -> int:
-    """Delete every checkpoint record the thread owns; returns how many there were."""
-    records = await thread.store.list_records(CHECKPOINT_KIND, owner=thread.id)
-    for record in records:
-        await thread.store.delete_record(CHECKPOINT_KIND, record.id)
-    return len(records)
-
-
 async def _own_checkpoint(
     thread: AgentThread, checkpoint: Checkpoint | str, *, reread: bool
 ) -> Checkpoint:
@@ -278,10 +399,10 @@ async def _own_checkpoint(
         raise CheckpointNotFoundError(checkpoint.id, thread_id=thread.id)
     if not reread:
         return checkpoint
-    record = await thread.store.get_record(CHECKPOINT_KIND, checkpoint.id)
-    if record is None or record.owner != thread.id:
+    found = await find_checkpoint(thread, checkpoint.id)
+    if found.id != checkpoint.id:  # a label equal to the id of a checkpoint that is gone
         raise CheckpointNotFoundError(checkpoint.id, thread_id=thread.id)
-    return checkpoint_from_record(record)
+    return found
 
 
 # -- points: where a checkpoint or a message puts the thread ----------------------------
@@ -418,36 +539,32 @@ async def rollback(
 ) -> Checkpoint:
     """Move the thread back (or forward) to a point; returns the checkpoint of the old head.
 
-    The old head is recorded before the thread record moves, so a crash in between
-    leaves an extra checkpoint, never a lost head. If another handle moved the thread
-    first, that checkpoint is deleted, the thread re-read, and the head saved again.
-    Caller holds the thread's lock.
+    The old head's checkpoint and the move are one write: its row goes into the log
+    first, then a compare-and-set on the thread record publishes the log and the point's
+    ranges, state and stats together. If another handle moved the thread first, the
+    handle is re-read and its new head saved instead. Caller holds the thread's lock.
     """
-    for _ in range(_ROLLBACK_ATTEMPTS):
+    moved: list[tuple[ImmutableState, ImmutableState]] = []
+
+    async def build() -> tuple[Checkpoint, dict[str, JsonValue]]:
         point = await _resolve(thread, checkpoint, message_id, reread=True)
-        state = await _state_at(thread, point.state_digest)
-        saved = await save_checkpoint(thread, label=ROLLBACK_LABEL, reason="rollback")
+        moved[:] = [(thread.state, await _state_at(thread, point.state_digest))]
+        saved = await _current_checkpoint(thread, ROLLBACK_LABEL, {}, "rollback")
         data: dict[str, JsonValue] = {
             **thread._rollback_data(point.ranges),
             "state": point.state_digest,
             "blobs": thread._blob_refs(point.state_digest),
             "stats": point.stats.model_dump(),
         }
-        try:
-            await thread._publish(data)
-        except ConflictError:
-            await thread.store.delete_record(CHECKPOINT_KIND, saved.id)
-            if thread._history is not None:
-                thread._history.forget(saved.id)
-            await thread._refresh_unlocked()
-            continue
-        thread._state = state
-        await thread._adopt(thread._record)
-        return saved
-    raise ConflictError(
-        f"thread {thread.id!r}",
-        detail="other writers kept changing the thread during the rollback; try again",
-    )
+        return saved, data
+
+    saved = await _append_to_log(thread, build, keep_on_change=False)
+    before, after = moved[0]
+    if thread._history is not None:
+        thread._history.add(saved, before)
+    thread._state = after
+    await thread._adopt(thread._record)
+    return saved
 
 
 async def lineage(thread: AgentThread) -> list[Ancestor]:
@@ -479,6 +596,7 @@ async def lineage(thread: AgentThread) -> list[Ancestor]:
 
 __all__ = [
     "CHECKPOINT_KIND",
+    "LOGS_KEY",
     "ROLLBACK_LABEL",
     "Ancestor",
     "Checkpoint",
@@ -486,11 +604,12 @@ __all__ = [
     "Point",
     "ThreadSnapshot",
     "checkpoint_from_record",
-    "checkpoint_record",
+    "clean_label",
     "delete_checkpoints",
     "find_checkpoint",
     "lineage",
     "list_checkpoints",
+    "log_ranges",
     "rollback",
     "save_checkpoint",
     "snapshot",

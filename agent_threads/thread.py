@@ -36,8 +36,15 @@ if TYPE_CHECKING:  # checkpoints.py builds on this module; methods below import 
     from agent_threads._history import LoadedHistory
     from agent_threads.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
 
-SCHEMA_VERSION = 1
-"""Version of the thread record and of the `to_json` format this code writes."""
+SCHEMA_VERSION = 2
+"""Version of the thread record this code writes (2: checkpoints in a log, see `logs`).
+
+Records of version 1 are read as they are; their checkpoints are records of their own
+until the first new checkpoint moves them into the log.
+"""
+
+EXPORT_SCHEMA_VERSION = 1
+"""Version of the `to_json` format this code writes."""
 
 THREAD_KIND = "thread"
 """The store record kind of every thread, whatever its type."""
@@ -195,6 +202,7 @@ class AgentThread(ABC):
             "stats": (stats or ThreadStats()).model_dump(),
             "state": state_digest,
             "blobs": [state_digest] if state_digest else [],
+            "logs": [],
             **(extra or {}),
         }
         data["origin"] = _origin(data)
@@ -426,11 +434,10 @@ class AgentThread(ABC):
         return list(dict.fromkeys(refs))
 
     async def delete(self) -> None:
-        """Delete the thread's record, then its checkpoints. Its forks keep working.
+        """Delete the thread's record, and with it its checkpoints. Its forks keep working.
 
-        `vacuum()` frees the segments and blobs nothing references any more. The thread
-        record goes first, so a crash in between leaves unreachable checkpoint records
-        (which keep their segments alive), never a thread without its history.
+        `vacuum()` frees the segments and blobs nothing references any more (the thread's
+        messages and checkpoint log, unless forks or other checkpoints still use them).
 
         Raises:
             ThreadNotFoundError: it was already deleted.
@@ -452,6 +459,7 @@ class AgentThread(ABC):
         """
         data = self._data_for_copy(copy_module.deepcopy(self._record.data))
         data["created_at"] = data["updated_at"] = _now_iso()
+        data["logs"] = []  # checkpoints stay with the original
         if reset_stats:
             data["stats"] = ThreadStats().model_dump()
             data["origin"] = _origin(data)
@@ -492,8 +500,9 @@ class AgentThread(ABC):
         """Record the thread as this handle sees it now; `at()` and `rollback()` return to it.
 
         Stores its ranges, state digest (an unchanged state costs nothing), stats and a
-        timestamp in a checkpoint record owned by the thread: O(number of ranges), whatever
-        the history length. Call `refresh()` first to include other handles' writes.
+        timestamp as one compact row of the thread's checkpoint log: O(number of ranges),
+        whatever the history length. Call `refresh()` first to include other handles'
+        writes.
 
         Raises:
             InvalidIdError: the label is empty, over 128 characters or has control characters.
@@ -657,7 +666,7 @@ class AgentThread(ABC):
         history = self._held_history() if history is None else history
         document: dict[str, Any] = {
             "format": EXPORT_FORMAT,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": EXPORT_SCHEMA_VERSION,
             "kind": self.type_name,
             "id": self.id,
             "title": self.title,
@@ -700,8 +709,10 @@ class AgentThread(ABC):
                 f"not an agent-threads thread export (format must be {EXPORT_FORMAT!r})"
             )
         version = document.get("schema_version")
-        if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
-            raise SchemaVersionError("thread export", found=version, supported=SCHEMA_VERSION)
+        if not isinstance(version, int) or not 1 <= version <= EXPORT_SCHEMA_VERSION:
+            raise SchemaVersionError(
+                "thread export", found=version, supported=EXPORT_SCHEMA_VERSION
+            )
         kind = document.get("kind")
         target = AgentThread._types.get(kind) if isinstance(kind, str) else None
         if target is None:

@@ -17,13 +17,16 @@ from agent_threads import (
     MessageNotFoundError,
     NotLoadedError,
     ReadOnlyError,
-    Record,
     SchemaVersionError,
     StoreCorruptedError,
     ThreadSnapshot,
     Usage,
 )
-from agent_threads.checkpoints import CHECKPOINT_KIND, ROLLBACK_LABEL
+from agent_threads._checkpoint_log import decode_row, encode_row
+from agent_threads._ids import new_id
+from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, ROLLBACK_LABEL
+from agent_threads.stores.base import Row
+from agent_threads.thread import THREAD_KIND
 
 
 def texts(messages: object) -> list[str]:
@@ -52,17 +55,37 @@ async def test_checkpoint_records_ranges_state_stats_label_and_metadata() -> Non
     assert cp.message_count == 2 and cp.last_message_id == thread.messages[-1].id
     assert cp.piece_table == thread.ranges and cp.stats == thread.stats
     assert cp.metadata == {"why": "test"} and cp.state_digest == thread.state.digest
-    record = await thread.store.get_record(CHECKPOINT_KIND, cp.id)
-    assert record is not None and record.owner == thread.id
-    assert record.data["ranges"] == [list(r) for r in cp.ranges]
-    assert record.data["blobs"] == [cp.state_digest]
+    assert await store_rows(thread) == [encode_row(cp)]
+    assert decode_row(encode_row(cp), thread.id) == cp
 
 
-async def test_checkpoint_record_holds_ranges_not_messages() -> None:
+async def store_rows(thread: ChatMessageThread) -> list[str]:
+    """The rows of the thread's checkpoint log, as the store holds them."""
+    record = await thread.store.get_record(THREAD_KIND, thread.id)
+    assert record is not None
+    rows = []
+    for segment_id, start, end in record.data[LOGS_KEY]:  # type: ignore[union-attr,misc]
+        rows += await thread.store.read_rows(segment_id, start, end)  # type: ignore[arg-type]
+    return rows
+
+
+async def test_checkpoint_row_holds_ranges_not_messages() -> None:
     thread = await chat(*[f"message {i} " * 20 for i in range(500)])
+    await thread.update_state({"k": "v"})
     cp = await thread.checkpoint()
-    record = await thread.store.get_record(CHECKPOINT_KIND, cp.id)
-    assert record is not None and len(record.model_dump_json()) < 1000
+    (row,) = await store_rows(thread)
+    assert len(row.encode()) < 200 and cp.message_count == 500
+    assert await thread.store.list_records(CHECKPOINT_KIND) == []
+
+
+async def test_a_checkpoint_adds_one_row_and_rewrites_no_record_but_the_thread() -> None:
+    store = MemoryStore()
+    thread = await chat("a", store=store)
+    made = [await thread.checkpoint(str(i)) for i in range(5)]
+    record = await store.get_record(THREAD_KIND, thread.id)
+    assert record is not None and len(record.data[LOGS_KEY]) == 1  # type: ignore[arg-type]
+    assert [decode_row(r, thread.id) for r in await store_rows(thread)] == made
+    assert [r.kind for r in await store.list_records()] == [THREAD_KIND]
 
 
 async def test_unchanged_state_adds_no_blob() -> None:
@@ -128,19 +151,29 @@ async def test_metadata_must_be_json() -> None:
         await thread.checkpoint(metadata={"when": object()})
 
 
-async def test_newer_checkpoint_schema_is_refused_and_garbage_reported() -> None:
-    thread = await chat("a")
-    cp = await thread.checkpoint()
-    stored = await thread.store.get_record(CHECKPOINT_KIND, cp.id)
+async def test_newer_thread_schema_is_refused_and_a_garbled_log_row_named() -> None:
+    store = MemoryStore()
+    thread = await chat("a", store=store)
+    await thread.checkpoint()
+    stored = await store.get_record(THREAD_KIND, thread.id)
     assert stored is not None
     newer = stored.model_copy(update={"data": {**stored.data, "schema_version": 99}})
-    await thread.store.put_record(newer, expected_version=stored.version)
-    with pytest.raises(SchemaVersionError, match=cp.id):
+    await store.put_record(newer, expected_version=stored.version)
+    with pytest.raises(SchemaVersionError, match=thread.id):
+        await ChatMessageThread.load(thread.id, store=store)
+    restored = await store.put_record(stored, expected_version=stored.version + 1)
+    segment_id = new_id()
+    await store.append_rows(
+        segment_id, 0, [Row("garbled", '{"i":"~garbled","r":[["not packed",0,1]]}')]
+    )
+    data = {**stored.data, LOGS_KEY: [[segment_id, 0, 1]]}
+    await store.put_record(
+        stored.model_copy(update={"data": data}), expected_version=restored.version
+    )
+    with pytest.raises(StoreCorruptedError, match=rf"{segment_id}.*position 0.*not a packed"):
         await thread.checkpoints()
-    broken = Record(kind=CHECKPOINT_KIND, id="broken", owner=thread.id, data={"schema_version": 1})
-    await thread.store.put_record(broken, expected_version=0)
-    with pytest.raises(StoreCorruptedError, match="broken"):
-        await thread.get_checkpoint("broken")
+    with pytest.raises(StoreCorruptedError, match="unreadable log row"):
+        await store.vacuum(grace=0)
 
 
 # -- time travel ------------------------------------------------------------------------
@@ -359,11 +392,14 @@ async def test_concurrent_rollbacks_lose_no_head() -> None:
     assert sorted(c.message_count for c in saved) == [1, 2]
 
 
-async def test_rollback_to_a_deleted_checkpoint_is_refused() -> None:
+async def test_rollback_to_a_checkpoint_the_thread_does_not_hold_is_refused() -> None:
     store = MemoryStore()
     thread = await chat("a", store=store)
     cp = await thread.checkpoint()
-    await store.delete_record(CHECKPOINT_KIND, cp.id)
+    made_up = cp.model_copy(update={"id": new_id()})
+    with pytest.raises(CheckpointNotFoundError, match=made_up.id):
+        await thread.rollback(made_up)
+    await thread.delete()
     with pytest.raises(CheckpointNotFoundError):
         await thread.rollback(cp)
 
@@ -528,15 +564,23 @@ async def test_import_over_an_existing_thread_writes_no_checkpoint() -> None:
     assert await store.list_records(CHECKPOINT_KIND) == before
 
 
-async def test_import_of_a_taken_checkpoint_id_rolls_back_its_writes() -> None:
+async def test_import_into_a_store_holding_the_thread_changes_nothing() -> None:
+    store = MemoryStore()
+    thread = await _history_thread(store)
+    document = json.loads(await thread.export())
+    before = await store.list_records()
+    with pytest.raises(ConflictError, match=thread.id):
+        await AgentThread.from_json(document, store=store)
+    assert await store.list_records() == before
+
+
+async def test_import_of_two_checkpoints_with_one_id_is_rejected() -> None:
     thread = await _history_thread(MemoryStore())
     document = json.loads(await thread.export())
-    taken = MemoryStore()
-    last = document["history"]["checkpoints"][-1]["id"]
-    await taken.put_record(Record(kind=CHECKPOINT_KIND, id=last), expected_version=0)
-    with pytest.raises(ConflictError, match=last):
-        await AgentThread.from_json(document, store=taken)
-    assert [r.id for r in await taken.list_records()] == [last]
+    entries = document["history"]["checkpoints"]
+    entries[-1]["id"] = entries[0]["id"]
+    with pytest.raises(ValueError, match="same id"):
+        await AgentThread.from_json(document, store=MemoryStore())
 
 
 async def test_hand_edited_history_is_rejected_with_a_reason() -> None:

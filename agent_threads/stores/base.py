@@ -3,23 +3,27 @@
 A store is small and dumb. It keeps three things:
 
 - **records** (`Record`): JSON documents keyed by `(kind, id)` with a version for
-  compare-and-set. Threads and checkpoints are records.
-- **segment rows**: serialized messages keyed by `(segment_id, position)`. A position is
-  written once; writing an existing position is a `ConflictError`, never an overwrite.
+  compare-and-set. Threads are records.
+- **segment rows**: serialized messages (and checkpoints) keyed by `(segment_id,
+  position)`. A position is written once; writing an existing position is a
+  `ConflictError`, never an overwrite.
 - **blobs**: content-addressed bytes keyed by their SHA-256 hex digest.
 
 Everything about threads (ranges, fork, rollback, views) lives above the store, once.
 Every store passes `tests/stores/test_conformance.py`.
 
-Garbage: a record keeps segments and blobs alive through two keys of its `data`:
-`"ranges"` (a list of `[segment_id, start, end]`) and `"blobs"` (a list of digests).
-`vacuum()` deletes what no record references, sparing anything written within a grace
-period so that an append between its rows and its pointer is never collected.
+Garbage: a record keeps segments and blobs alive through three keys of its `data`:
+`"ranges"` (a list of `[segment_id, start, end]`), `"blobs"` (a list of digests) and
+`"logs"` (ranges like `"ranges"`, over *log rows* that reference more: a thread's
+checkpoints, see `log_row_references`). `vacuum()` deletes what nothing references,
+sparing anything written within a grace period so that an append between its rows and
+its pointer is never collected.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from abc import ABC, abstractmethod
@@ -30,7 +34,7 @@ from typing import NamedTuple, Protocol, Self, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent_threads._ids import validate_digest, validate_id
+from agent_threads._ids import unpack_digest, unpack_id, validate_digest, validate_id
 from agent_threads.errors import ConflictError, InvalidIdError, StoreCorruptedError
 
 DEFAULT_VACUUM_GRACE = 60.0
@@ -253,17 +257,54 @@ def check_read(segment_id: str, start: int, end: int, rows: Sequence[str]) -> li
 
 
 def record_references(record: Record) -> tuple[set[str], set[str]]:
-    """The segment ids and blob digests that `record` keeps alive."""
-    segments: set[str] = set()
+    """The segment ids and blob digests that `record` keeps alive by itself.
+
+    Those are the segments of its `ranges` and of its `logs`, and its `blobs`; what
+    the rows of its logs reference comes on top (see `log_row_references`).
+    """
+    segments = {r[0] for r in _ranges_of(record.data.get("ranges"))}
+    segments |= {r[0] for r in _ranges_of(record.data.get("logs"))}
     blobs: set[str] = set()
-    ranges = record.data.get("ranges")
-    if isinstance(ranges, list):
-        for item in ranges:
-            if isinstance(item, list) and item and isinstance(item[0], str):
-                segments.add(item[0])
     refs = record.data.get("blobs")
     if isinstance(refs, list):
         blobs.update(ref for ref in refs if isinstance(ref, str))
+    return segments, blobs
+
+
+def record_logs(record: Record) -> list[tuple[str, int, int]]:
+    """The `(segment_id, start, end)` ranges of log rows `record` lists under `logs`."""
+    return _ranges_of(record.data.get("logs"))
+
+
+def _ranges_of(value: object) -> list[tuple[str, int, int]]:
+    found: list[tuple[str, int, int]] = []
+    for item in value if isinstance(value, list) else ():
+        if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str):
+            start, end = item[1], item[2]
+            if isinstance(start, int) and isinstance(end, int):
+                found.append((item[0], start, end))
+    return found
+
+
+def log_row_references(text: str, *, where: str) -> tuple[set[str], set[str]]:
+    """The segment ids and blob digests a log row references.
+
+    A log row (a checkpoint, say) is a JSON object whose `"r"` holds ranges
+    `[packed segment id, start, end]` and whose `"b"` holds a packed blob digest (see
+    `_ids.pack_id`, `_ids.pack_digest`); other keys are the row owner's business.
+
+    Raises:
+        StoreCorruptedError: the row cannot be read, naming `where`.
+    """
+    try:
+        row = json.loads(text)
+        if not isinstance(row, dict):
+            raise ValueError("not a JSON object")
+        segments = {unpack_id(r[0]) for r in row.get("r", ())}
+        digest = row.get("b")
+        blobs = set() if digest is None else {unpack_digest(digest)}
+    except (TypeError, ValueError, IndexError) as exc:
+        raise StoreCorruptedError(where, detail=f"unreadable log row: {exc}") from exc
     return segments, blobs
 
 
@@ -282,6 +323,13 @@ async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
         seg_refs, blob_refs = record_references(record)
         live_segments |= seg_refs
         live_blobs |= blob_refs
+        for segment_id, start, end in record_logs(record):
+            rows = await store.read_rows(segment_id, start, end)
+            for position, text in enumerate(rows, start):
+                where = f"{record.kind} {record.id!r} log {segment_id!r} position {position}"
+                seg_refs, blob_refs = log_row_references(text, where=where)
+                live_segments |= seg_refs
+                live_blobs |= blob_refs
     dead_segments = [s for s, t in segments.items() if s not in live_segments and t <= cutoff]
     dead_blobs = [b for b, t in blobs.items() if b not in live_blobs and t <= cutoff]
     if dead_segments:
@@ -301,6 +349,8 @@ __all__ = [
     "check_read",
     "collect_garbage",
     "digest_of",
+    "log_row_references",
+    "record_logs",
     "record_references",
     "validate_digest",
     "validate_record",

@@ -1,0 +1,250 @@
+"""Checkpoint logs: the compact row form, racing writers, crashes, vacuum, old stores."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_threads import ChatMessageThread, Checkpoint, MemoryStore, Message, Record
+from agent_threads._checkpoint_log import decode_row, encode_row
+from agent_threads._ids import id_time, new_id, pack_digest, pack_id, unpack_digest, unpack_id
+from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
+from agent_threads.stores.base import Row
+from agent_threads.thread import THREAD_KIND, ThreadStats
+
+ids = st.one_of(
+    st.builds(lambda: new_id()),
+    st.uuids().map(str),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,40}", fullmatch=True),
+)
+digests = st.binary(min_size=32, max_size=32).map(bytes.hex)
+
+
+@given(ids)
+def test_packed_ids_unpack_exactly(value: str) -> None:
+    packed = pack_id(value)
+    assert unpack_id(packed) == value
+    canonical = _is_uuid(value) and str(uuid.UUID(value)) == value
+    assert len(packed) == 22 if canonical else packed == "~" + value
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+@given(digests)
+def test_packed_digests_unpack_exactly(digest: str) -> None:
+    assert len(pack_digest(digest)) == 43 and unpack_digest(pack_digest(digest)) == digest
+
+
+@pytest.mark.parametrize("packed", ["", "abc", "A" * 23, "!" * 22, "~"])
+def test_a_malformed_packed_id_is_a_value_error(packed: str) -> None:
+    with pytest.raises(ValueError):
+        unpack_id(packed)
+
+
+def test_a_new_id_carries_its_time() -> None:
+    before = datetime.now(UTC) - timedelta(milliseconds=1)
+    made = id_time(new_id())
+    assert made is not None and before <= made <= datetime.now(UTC)
+    assert id_time("not-a-uuid") is None and id_time(str(uuid.uuid4())) is None
+
+
+checkpoints = st.builds(
+    lambda cid, label, reason, when, segs, stats, digest, last, meta: Checkpoint(
+        id=cid,
+        thread_id="t",
+        label=label,
+        reason=reason,
+        created_at=when,
+        message_count=sum(end - start for _, start, end in segs),
+        last_message_id=last,
+        metadata=meta,
+        stats=stats,
+        state_digest=digest,
+        ranges=tuple(segs),
+    ),
+    ids,
+    st.none() | st.text(min_size=1, max_size=20).filter(lambda t: t.isprintable()),
+    st.sampled_from(["manual", "auto", "rollback"]),
+    st.datetimes(
+        min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+    ),
+    st.lists(
+        st.tuples(ids, st.integers(0, 1000), st.integers(0, 1000)).map(
+            lambda t: (t[0], min(t[1], t[2]), max(t[1], t[2]))
+        ),
+        max_size=3,
+    ),
+    st.builds(
+        ThreadStats,
+        message_count=st.integers(0, 10**6),
+        input_tokens=st.integers(0, 10**9),
+        output_tokens=st.integers(0, 10**9),
+        cost=st.floats(0, 1e6, allow_nan=False),
+    ),
+    st.none() | digests,
+    st.none() | ids,
+    st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
+)
+
+
+@given(checkpoints)
+def test_a_checkpoint_row_reads_back_exactly(checkpoint: Checkpoint) -> None:
+    row = encode_row(checkpoint)
+    assert "\n" not in row
+    assert decode_row(row, "t") == checkpoint
+
+
+def test_a_new_checkpoint_row_is_compact() -> None:
+    cid = new_id()
+    checkpoint = Checkpoint(
+        id=cid,
+        thread_id="t",
+        created_at=id_time(cid),  # type: ignore[arg-type]
+        message_count=20_000,
+        last_message_id=new_id(),
+        stats=ThreadStats(message_count=20_000, input_tokens=900_000, output_tokens=600_000),
+        state_digest="ab" * 32,
+        ranges=((new_id(), 0, 20_000),),
+    )
+    assert len(encode_row(checkpoint)) < 180
+
+
+# -- through the thread API ---------------------------------------------------------------
+
+
+async def test_two_handles_checkpointing_in_turn_keep_every_checkpoint() -> None:
+    store = MemoryStore()
+    one = await ChatMessageThread.create(store)
+    two = await ChatMessageThread.load(one.id, store=store)
+    made = []
+    for i in range(6):
+        handle = (one, two)[i % 2]
+        await handle.on_new_messages([Message.user(str(i))])  # retried after the other's write
+        made.append(await handle.checkpoint(str(i)))
+    listed = await one.checkpoints()
+    assert [c.id for c in listed] == [c.id for c in made]
+    assert listed == await two.checkpoints()
+    for checkpoint in made:
+        assert await one.get_checkpoint(checkpoint.id) == checkpoint
+
+
+async def test_rows_a_crash_left_past_the_log_end_are_skipped() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a")])
+    first = await thread.checkpoint("first")
+    (log,) = log_ranges(thread._record)
+    await store.append_rows(log.segment_id, log.end, [Row(new_id(), '{"i":"~orphan"}')])
+    second = await thread.checkpoint("second")
+    assert await thread.checkpoints() == [first, second]
+    assert len(log_ranges(thread._record)) == 2  # the taken end sent it to a new segment
+    fresh = await ChatMessageThread.load(thread.id, store=store)
+    assert await fresh.get_checkpoint("second") == second
+    assert (await fresh.at("first")).messages == thread.messages
+
+
+async def test_vacuum_keeps_what_only_checkpoints_reference() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a"), Message.user("b")])
+    await thread.update_state({"step": 1})
+    old = await thread.checkpoint("old")
+    await thread.rollback(message_id=thread.messages[0].id)
+    await thread.update_state({"step": 2})
+    await thread.on_new_messages([Message.user("c")])
+    report = await store.vacuum(grace=0)
+    assert report.segments_deleted == report.blobs_deleted == 0
+    fresh = await ChatMessageThread.load(thread.id, store=store)
+    snapshot = await fresh.at(old)
+    assert [m.text for m in snapshot.messages] == ["a", "b"] and snapshot.state["step"] == 1
+    await thread.delete()
+    await store.vacuum(grace=0)
+    assert await store.list_segments() == {} and await store.list_blobs() == {}
+
+
+async def test_forks_and_copies_start_with_no_checkpoints() -> None:
+    thread = await ChatMessageThread.create(MemoryStore())
+    await thread.on_new_messages([Message.user("a")])
+    await thread.checkpoint("parent's")
+    fork = await thread.fork()
+    copy = thread.copy()
+    assert await fork.checkpoints() == [] and await copy.checkpoints() == []
+    await copy.on_new_messages([Message.user("b")])
+    assert await copy.checkpoints() == []
+    await copy.checkpoint("copy's")
+    assert [c.label for c in await thread.checkpoints()] == ["parent's"]
+
+
+# -- threads stored before checkpoint logs --------------------------------------------------
+
+
+async def _legacy_thread(store: MemoryStore) -> tuple[ChatMessageThread, list[Checkpoint]]:
+    """A thread as version 1 stored it: no `logs`, a record per checkpoint."""
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a"), Message.user("b")])
+    record = await store.get_record(THREAD_KIND, thread.id)
+    assert record is not None
+    data = {k: v for k, v in record.data.items() if k != LOGS_KEY}
+    await store.put_record(
+        record.model_copy(update={"data": {**data, "schema_version": 1}}),
+        expected_version=record.version,
+    )
+    made = []
+    for count, label in ((1, "one"), (2, "two")):
+        cid = new_id()
+        segment_id, start = thread.ranges[0].segment_id, thread.ranges[0].start
+        made.append(
+            Checkpoint(
+                id=cid,
+                thread_id=thread.id,
+                label=label,
+                created_at=datetime.now(UTC),
+                message_count=count,
+                last_message_id=thread.messages[count - 1].id,
+                stats=ThreadStats(message_count=count),
+                ranges=((segment_id, start, start + count),),
+            )
+        )
+        await store.put_record(
+            Record(
+                kind=CHECKPOINT_KIND,
+                id=cid,
+                owner=thread.id,
+                tags=(label,),
+                data={
+                    "schema_version": 1,
+                    "label": label,
+                    "created_at": made[-1].created_at.isoformat(),
+                    "last_message_id": made[-1].last_message_id,
+                    "stats": {"message_count": count},
+                    "ranges": [[segment_id, start, start + count]],
+                },
+            ),
+            expected_version=0,
+        )
+    return await ChatMessageThread.load(thread.id, store=store), made
+
+
+async def test_checkpoint_records_of_an_old_store_are_read_then_moved_into_the_log() -> None:
+    store = MemoryStore()
+    thread, made = await _legacy_thread(store)
+    assert await thread.checkpoints() == made
+    assert await thread.get_checkpoint("one") == made[0]
+    assert [m.text for m in (await thread.at("one")).messages] == ["a"]
+    newest = await thread.checkpoint("three")
+    assert await thread.checkpoints() == [*made, newest]
+    assert await store.list_records(CHECKPOINT_KIND) == []
+    record = await store.get_record(THREAD_KIND, thread.id)
+    assert record is not None and record.data["schema_version"] == 2
+    await thread.rollback("one")
+    assert [m.text for m in thread.messages] == ["a"]
