@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Self
 
@@ -14,7 +15,7 @@ import aiosqlite
 import anyio
 from pydantic import ValidationError
 
-from agent_threads._ids import validate_digest, validate_id
+from agent_threads._ids import MAX_ID_LENGTH, validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores.base import (
     Record,
@@ -26,6 +27,12 @@ from agent_threads.stores.base import (
     validate_tag,
     version_conflict,
 )
+
+POSITIONS = 1 << 32
+"""Positions per segment: a row's key is `segment number * POSITIONS + position`."""
+
+_TAKEN = "segment positions already written"
+"""The message of the append trigger's ABORT."""
 
 MIGRATIONS: list[tuple[str, ...]] = [
     (  # 1: records, segments and their rows, blobs
@@ -43,16 +50,83 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE TABLE blobs ("
         " digest TEXT PRIMARY KEY, data BLOB NOT NULL, written_at REAL NOT NULL) WITHOUT ROWID",
     ),
+    (  # 2: an append is one chunk row; the message-id index is built when first read
+        # a chunk holds `count` rows from position key % 2**32 on, joined by newlines
+        "CREATE TABLE chunks (key INTEGER PRIMARY KEY, count INTEGER NOT NULL, data TEXT NOT NULL)",
+        # the message ids of chunks not in message_index yet, newline-joined, by chunk key
+        "CREATE TABLE unindexed (key INTEGER PRIMARY KEY, message_ids TEXT NOT NULL)",
+        "CREATE TABLE message_index ("
+        " message_id TEXT NOT NULL, key INTEGER NOT NULL, PRIMARY KEY (message_id, key))"
+        " WITHOUT ROWID",
+        # an append is one INSERT into this view, so one statement (its own transaction,
+        # one round trip to the driver's thread) upserts the segment, refuses positions
+        # already written (ABORT rolls the statement back) and writes the chunk
+        "CREATE VIEW appends (segment, start, count, message_ids, data, written_at)"
+        " AS SELECT NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+        "CREATE TRIGGER append_chunk INSTEAD OF INSERT ON appends BEGIN"
+        " INSERT INTO segments (name, written_at) VALUES (NEW.segment, NEW.written_at)"
+        "  ON CONFLICT (name) DO UPDATE SET written_at = excluded.written_at;"
+        f" SELECT RAISE(ABORT, '{_TAKEN}') FROM"
+        f"  (SELECT id * {POSITIONS} + NEW.start AS first FROM segments WHERE name = NEW.segment)"
+        "  WHERE EXISTS (SELECT 1 FROM chunks WHERE key >= first AND key < first + NEW.count)"
+        "  OR EXISTS (SELECT 1 FROM (SELECT key, count FROM chunks WHERE key < first"
+        "   ORDER BY key DESC LIMIT 1) WHERE key + count > first);"
+        f" INSERT INTO chunks (key, count, data) SELECT id * {POSITIONS} + NEW.start,"
+        "  NEW.count, NEW.data FROM segments WHERE name = NEW.segment;"
+        f" INSERT INTO unindexed (key, message_ids) SELECT id * {POSITIONS} + NEW.start,"
+        "  NEW.message_ids FROM segments WHERE name = NEW.segment;"
+        " END",
+        "INSERT INTO chunks (key, count, data) SELECT key, 1, data FROM segment_rows",
+        "INSERT INTO message_index (message_id, key) SELECT message_id, key FROM segment_rows",
+        "DROP TABLE segment_rows",
+    ),
 ]
 """The schema, as an ordered list of migrations: the database's version is how many ran."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes (kept in the `schema_version` table)."""
 
-POSITIONS = 1 << 32
-"""Positions per segment: a row's key is `segment number * POSITIONS + position`."""
+CHUNK_CHARS = 1 << 16
+"""An append longer than this (rows plus newlines) is split into several chunks.
+
+It bounds what reading one row costs: the whole chunk holding it is read.
+"""
 
 _BASE = f"(SELECT id * {POSITIONS} AS base FROM segments WHERE name = ?)"
+
+_APPEND = (
+    "INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+_TOUCH = (
+    "INSERT INTO segments (name, written_at) VALUES (?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET written_at = excluded.written_at"
+)
+
+_OVERLAPPING = (
+    f" FROM {_BASE} AS s, chunks AS c"
+    # from the chunk holding the first position wanted (it may begin before it)
+    " WHERE c.key >= (SELECT COALESCE(MAX(key), s.base) FROM chunks"
+    "  WHERE key <= s.base + ? AND key >= s.base)"
+    " AND c.key < s.base + ? ORDER BY c.key"
+)
+"""The chunks of segment `?` holding positions `? <= p < ?`, in order."""
+
+_READ = "SELECT c.key - s.base, c.count, c.data" + _OVERLAPPING
+_HELD = "SELECT c.key - s.base, c.count" + _OVERLAPPING
+
+_LOCATE = (
+    # the first row says whether some chunks are not indexed yet
+    "SELECT NULL, NULL WHERE EXISTS (SELECT 1 FROM unindexed) UNION ALL"
+    f" SELECT s.name, i.key % {POSITIONS} FROM message_index AS i"
+    f" JOIN segments AS s ON s.id = i.key / {POSITIONS} WHERE i.message_id = ?"
+)
+
+_ID = f"[A-Za-z0-9][A-Za-z0-9._:@+=-]{{0,{MAX_ID_LENGTH - 1}}}"
+_JOINED_IDS = re.compile(f"{_ID}(?:\n{_ID})*")
+"""Newline-joined ids that `validate_id` accepts, checked in one pass (a fast path:
+on a miss, `validate_rows` finds the bad id and names it)."""
 
 
 class SQLiteStore(StoreBase):
@@ -62,8 +136,21 @@ class SQLiteStore(StoreBase):
     write survives a crash of the process; on power loss the last commits may be lost,
     never the database), one transaction per store operation (multi-statement ones
     begin IMMEDIATE, so concurrent processes queue on the busy timeout instead of
-    failing), parameterized SQL only. Rows are keyed by `(segment, position)`, so two
-    appenders at the same position collide instead of overwriting.
+    failing), parameterized SQL only.
+
+    An append is one *chunk*: a row holding the appended rows joined by newlines (a row
+    that holds a newline gets a chunk of its own, so no row is ever escaped), keyed by
+    `(segment, first position)`; appends longer than `CHUNK_CHARS` are split. So an
+    append writes one table entry rather than one per row plus one per index entry, and
+    reading a row reads its chunk. A chunk overlapping one already written is refused,
+    so two appenders at the same position collide instead of overwriting.
+
+    The message-id index (`locate_message`) is deferred: an append only notes its
+    chunk's message ids, and the next `locate_message`, from any process, first moves
+    every noted id into the index (one transaction, then lookups are an index search).
+    Appends through handles that hold their messages (the default `load`, `create`)
+    never look ids up, so they never pay for the index; the first duplicate check of
+    a `lazy=True` handle pays for the appends since the previous lookup.
 
     `SQLiteStore(":memory:")` keeps a private in-memory database. aiosqlite runs on
     asyncio, so this store needs the asyncio backend.
@@ -72,7 +159,7 @@ class SQLiteStore(StoreBase):
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self._path = os.fspath(path)
         self._busy_timeout = busy_timeout
-        self._lock = anyio.Lock()
+        self._lock = _connection_lock()
         self._connection: aiosqlite.Connection | None = None
 
     @property
@@ -246,48 +333,59 @@ class SQLiteStore(StoreBase):
     # -- segments -------------------------------------------------------------------
 
     async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
-        validate_rows(segment_id, start, rows)
+        """Write `rows` at positions `start, start+1, ...` of the segment, all or nothing.
+
+        Usually one chunk, so one statement: its own transaction, one round trip to
+        aiosqlite's thread. The `appends` trigger refuses a chunk overlapping one already
+        written, which is what makes two appenders at the same position collide.
+        """
+        message_ids, data = _checked_columns(segment_id, start, rows)
         if start + len(rows) > POSITIONS:
             raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
+        chunks = _chunks(segment_id, start, message_ids, data, time.time())
+        try:
+            if len(chunks) == 1:
+                async with self._statement() as connection:
+                    await connection.execute(_APPEND, chunks[0])
+            else:
+                await self._append_chunks(segment_id, chunks)
+        except sqlite3.IntegrityError as exc:
+            if _TAKEN not in str(exc):
+                raise
+            position = await self._taken_position(segment_id, start, len(rows))
+            raise ConflictError(
+                f"segment {segment_id!r}", detail=f"position {position} is already written"
+            ) from exc
+
+    async def _append_chunks(self, segment_id: str, chunks: list[tuple[Any, ...]]) -> None:
+        """Several chunks (a long append, rows holding newlines) in one transaction.
+
+        No chunk at all (no rows) still records the segment as written, as every store does.
+        """
         async with self._transaction() as connection:
-            found = await connection.execute_fetchall(
-                "INSERT INTO segments (name, written_at) VALUES (?, ?) ON CONFLICT (name)"
-                " DO UPDATE SET written_at = excluded.written_at RETURNING id",
-                (segment_id, time.time()),
-            )
-            first = _first(found) * POSITIONS + start
-            values = [(first + i, row.message_id, row.data) for i, row in enumerate(rows)]
-            try:
-                await connection.executemany(
-                    "INSERT INTO segment_rows (key, message_id, data) VALUES (?, ?, ?)", values
-                )
-            except sqlite3.IntegrityError as exc:
-                taken = await connection.execute_fetchall(
-                    "SELECT MIN(key) FROM segment_rows WHERE key >= ? AND key < ?",
-                    (first, first + len(rows)),
-                )
-                position = _first(taken) - first + start
-                raise ConflictError(
-                    f"segment {segment_id!r}", detail=f"position {position} is already written"
-                ) from exc
+            if not chunks:
+                await connection.execute(_TOUCH, (segment_id, time.time()))
+            await connection.executemany(_APPEND, chunks)
+
+    async def _taken_position(self, segment_id: str, start: int, count: int) -> int:
+        """The first position of `[start, start + count)` that some chunk holds."""
+        async with self._statement() as connection:
+            found = await connection.execute_fetchall(_HELD, (segment_id, start, start + count))
+        for first, held in found:
+            if first + held > start:
+                return max(int(first), start)
+        return start  # gone again (vacuumed meanwhile): name where the append began
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
         lo, hi = max(start, 0), min(end, POSITIONS)
         async with self._statement() as connection:
-            found = await connection.execute_fetchall(
-                f"SELECT key - base, data FROM segment_rows, {_BASE}"
-                " WHERE key >= base + ? AND key < base + ? ORDER BY key",
-                (segment_id, lo, hi),
-            )
-        data = []
-        for position, text in found:
-            if not isinstance(text, str):
-                raise StoreCorruptedError(
-                    f"segment {segment_id!r} position {position}", detail="row data is not text"
-                )
-            data.append(text)
-        if len(data) != max(0, end - start):
+            found = await connection.execute_fetchall(_READ, (segment_id, lo, hi))
+        data: list[str] = []
+        for first, count, text in found:
+            rows = _split_chunk(segment_id, first, count, text)
+            data += rows[max(lo - first, 0) : hi - first]
+        if len(data) != max(0, end - start):  # chunks never overlap: a short count is a gap
             raise StoreCorruptedError(
                 f"segment {segment_id!r} in {self._path}",
                 detail=f"positions {start}..{end - 1} requested, {len(data)} rows found",
@@ -295,15 +393,19 @@ class SQLiteStore(StoreBase):
         return data
 
     async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        """Every `(segment_id, position)` holding a row with this message id.
+
+        The message-id index is brought up to date here, not by appends: the first
+        lookup after appends indexes their chunks (in one transaction).
+        """
         validate_id(message_id, what="message id")
         async with self._statement() as connection:
-            found = await connection.execute_fetchall(
-                f"SELECT s.name, r.key % {POSITIONS} FROM segment_rows AS r"
-                f" JOIN segments AS s ON s.id = r.key / {POSITIONS}"
-                " WHERE r.message_id = ? ORDER BY s.name, r.key",
-                (message_id,),
-            )
-        return [(str(name), int(position)) for name, position in found]
+            found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
+        if found and found[0][0] is None:
+            async with self._transaction() as connection:
+                await _index_chunks(connection)
+                found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
+        return sorted((str(name), int(position)) for name, position in found)
 
     async def list_segments(self) -> dict[str, float]:
         async with self._statement() as connection:
@@ -312,13 +414,21 @@ class SQLiteStore(StoreBase):
 
     async def delete_segments(self, segment_ids: Collection[str]) -> None:
         names = [(validate_id(s, what="segment id"),) for s in segment_ids]
+        if not names:
+            return
         async with self._transaction() as connection:
-            await connection.executemany(
-                f"DELETE FROM segment_rows WHERE key IN (SELECT key FROM segment_rows, {_BASE}"
-                f" WHERE key >= base AND key < base + {POSITIONS})",
-                names,
-            )
+            for table in ("chunks", "unindexed"):
+                await connection.executemany(
+                    f"DELETE FROM {table} WHERE key IN (SELECT key FROM {table}, {_BASE}"
+                    f" WHERE key >= base AND key < base + {POSITIONS})",
+                    names,
+                )
             await connection.executemany("DELETE FROM segments WHERE name = ?", names)
+            # one pass over the index for all of them (its key is the message id)
+            await connection.execute(
+                f"DELETE FROM message_index WHERE key / {POSITIONS}"
+                " NOT IN (SELECT id FROM segments)"
+            )
 
     # -- blobs ----------------------------------------------------------------------
 
@@ -356,9 +466,114 @@ class SQLiteStore(StoreBase):
             await connection.executemany("DELETE FROM blobs WHERE digest = ?", keys)
 
 
+def _connection_lock() -> anyio.Lock:
+    """The lock taken around each use of the connection.
+
+    Uncontended, it need not yield to the event loop first (`fast_acquire`, anyio 4.5+):
+    every holder awaits the database anyway, and an append takes it twice.
+    """
+    try:
+        return anyio.Lock(fast_acquire=True)
+    except TypeError:  # anyio 4.4
+        return anyio.Lock()
+
+
 async def _rollback(connection: aiosqlite.Connection) -> None:
     with contextlib.suppress(sqlite3.OperationalError):  # no transaction left to roll back
         await connection.execute("ROLLBACK")
+
+
+def _checked_columns(
+    segment_id: str, start: int, rows: Sequence[Row]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The rows' message ids and data, once the ids are known valid (see `validate_rows`)."""
+    validate_id(segment_id, what="segment id")
+    if not rows or start < 0:
+        validate_rows(segment_id, start, rows)
+        return (), ()
+    message_ids, data = zip(*rows, strict=True)
+    joined = "\n".join(message_ids)
+    if not _JOINED_IDS.fullmatch(joined) or joined.count("\n") != len(rows) - 1:
+        validate_rows(segment_id, start, rows)
+    return message_ids, data
+
+
+def _chunks(
+    segment_id: str,
+    start: int,
+    message_ids: Sequence[str],
+    data: Sequence[str],
+    written_at: float,
+) -> list[tuple[Any, ...]]:
+    """The `appends` rows for rows at `start`: one chunk, unless long or holding newlines."""
+    joined = "\n".join(data)
+    if len(joined) <= CHUNK_CHARS and joined.count("\n") == len(data) - 1:  # the usual append
+        return [(segment_id, start, len(data), "\n".join(message_ids), joined, written_at)]
+    return [
+        (
+            segment_id,
+            start + lo,
+            hi - lo,
+            "\n".join(message_ids[lo:hi]),
+            "\n".join(data[lo:hi]),
+            written_at,
+        )
+        for lo, hi in _runs(data)
+    ]
+
+
+def _runs(data: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """The runs `[lo, hi)` of rows stored as one chunk each.
+
+    A run joins its rows by newlines, so a row holding a newline is a run of its own (a
+    chunk of one row is that row, whatever it holds): no row is ever escaped. A run
+    stops before it would pass `CHUNK_CHARS`.
+    """
+    lo, size = 0, -1
+    for i, row in enumerate(data):
+        if "\n" in row:
+            if lo < i:
+                yield lo, i
+            yield i, i + 1
+            lo, size = i + 1, -1
+        elif lo < i and size + 1 + len(row) > CHUNK_CHARS:
+            yield lo, i
+            lo, size = i, len(row)
+        else:
+            size += 1 + len(row)
+    if lo < len(data):
+        yield lo, len(data)
+
+
+def _split_chunk(segment_id: str, first: int, count: Any, text: Any) -> list[str]:
+    """The rows of a chunk (StoreCorruptedError if it does not hold `count` of them)."""
+    if not isinstance(text, str):
+        raise StoreCorruptedError(
+            f"segment {segment_id!r} position {first}", detail="row data is not text"
+        )
+    rows = [text] if count == 1 else text.split("\n")
+    if len(rows) != count:
+        raise StoreCorruptedError(
+            f"segment {segment_id!r} position {first}",
+            detail=f"a chunk of {count} rows holds {len(rows)}",
+        )
+    return rows
+
+
+async def _index_chunks(connection: aiosqlite.Connection) -> None:
+    """Move the message ids of every unindexed chunk into the message-id index."""
+    pending = await connection.execute_fetchall("SELECT key, message_ids FROM unindexed")
+    entries = [
+        (message_id, key + offset)
+        for key, message_ids in pending
+        for offset, message_id in enumerate(str(message_ids).split("\n"))
+    ]
+    await connection.executemany(
+        "INSERT INTO message_index (message_id, key) VALUES (?, ?)", entries
+    )
+    await connection.executemany(
+        "DELETE FROM unindexed WHERE key = ?", [(key,) for key, _ in pending]
+    )
 
 
 def _parse_record(body: Any, kind: str, record_id: str) -> Record:

@@ -75,7 +75,9 @@ async def test_migrations_run_in_order_from_the_stored_version(
         assert [m.text for m in loaded.messages] == ["a", "b"]
     async with SQLiteStore(path):  # already at the new version: runs nothing twice
         pass
-    assert query(path, "SELECT version FROM schema_version") == [(2,)]
+    assert query(path, "SELECT version FROM schema_version") == [
+        (sqlite_module.SCHEMA_VERSION + 1,)
+    ]
     assert query(path, "SELECT text FROM notes") == [("migrated",)]
 
 
@@ -98,16 +100,17 @@ async def test_a_file_that_is_not_a_database_is_reported(tmp_path: Path) -> None
 
 async def test_rows_are_unique_by_segment_and_position_in_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "threads.db"
-    thread = await saved_thread(path, ["a"])
+    thread = await saved_thread(path, ["a", "b"])
     segment_id = thread.ranges[0].segment_id
-    with pytest.raises(sqlite3.IntegrityError):
-        execute(
-            path,
-            "INSERT INTO segment_rows (key, message_id, data)"
-            f" SELECT id * {sqlite_module.POSITIONS}, 'intruder', '{{}}' FROM segments"
-            " WHERE name = ?",
-            segment_id,
-        )
+    for start in (0, 1):  # where a chunk begins, and inside one
+        with pytest.raises(sqlite3.IntegrityError, match="already written"):
+            execute(
+                path,
+                "INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
+                " VALUES (?, ?, 1, 'intruder', '{}', 0)",
+                segment_id,
+                start,
+            )
 
 
 async def test_an_undecodable_record_is_reported_by_key(tmp_path: Path) -> None:
