@@ -45,7 +45,8 @@ class Checkpoint(BaseModel):
 
     `ranges` is the piece table at that moment, `(segment_id, start, end)` triples whose
     concatenation is the thread's message list then; `state_digest` is the content
-    address of its state (None for an empty state).
+    address of its state (None for an empty state). `created_at` is the time its id
+    carries, to the millisecond (an imported checkpoint keeps its own).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
