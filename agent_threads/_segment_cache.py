@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import overload
 
 from agent_threads import log
@@ -75,7 +76,9 @@ class SegmentCache:
 
     def __init__(self) -> None:
         self._buffers: dict[str, _Buffer] = {}
-        self._places: dict[str, list[tuple[str, int]]] = {}
+        # message id -> its place, or a list of places when it has several (a copy made
+        # by consolidation, a row read from two segments): one tuple each in the usual case
+        self._places: dict[str, tuple[str, int] | list[tuple[str, int]]] = {}
 
     def put(self, segment_id: str, start: int, messages: Sequence[Message]) -> None:
         """Record that `messages` sit at `segment_id[start:]`."""
@@ -83,11 +86,22 @@ class SegmentCache:
         if buffer is None:
             buffer = self._buffers[segment_id] = _Buffer(start)
         buffer.put(start, messages)
-        for offset, message in enumerate(messages):
-            places = self._places.setdefault(message.id, [])
-            place = (segment_id, start + offset)
-            if place not in places:
-                places.append(place)
+        ids = [m.id for m in messages]
+        places = zip(repeat(segment_id), range(start, start + len(ids)))
+        fresh = dict(zip(ids, places, strict=True))
+        if len(fresh) == len(ids) and self._places.keys().isdisjoint(fresh):
+            self._places.update(fresh)  # the usual case: messages new to the cache
+            return
+        for offset, message_id in enumerate(ids):
+            self._add_place(message_id, (segment_id, start + offset))
+
+    def _add_place(self, message_id: str, place: tuple[str, int]) -> None:
+        held = self._places.setdefault(message_id, place)
+        if isinstance(held, tuple):
+            if held != place:
+                self._places[message_id] = [held, place]
+        elif place not in held:
+            held.append(place)
 
     def has(self, ranges: Sequence[Range]) -> bool:
         """Whether every message of `ranges` is cached."""
@@ -118,7 +132,14 @@ class SegmentCache:
 
     def places(self, message_id: str) -> list[tuple[str, int]]:
         """Every cached `(segment_id, position)` holding this message id."""
-        return self._places.get(message_id, [])
+        held = self._places.get(message_id)
+        if held is None:
+            return []
+        return [held] if isinstance(held, tuple) else list(held)
+
+    def holds_any(self, message_ids: Iterable[str]) -> bool:
+        """Whether any of these message ids is cached (in any segment)."""
+        return not self._places.keys().isdisjoint(message_ids)
 
     def iterate(self, ranges: Sequence[Range]) -> Iterator[Message]:
         """The cached messages of `ranges`, in order."""

@@ -76,10 +76,24 @@ def _parse_log(record: Record) -> tuple[Ranges, OpenSegment | None]:
     return ranges, open_segment
 
 
+_TO_JSON = Message.__pydantic_serializer__.to_json
+"""`Message.model_dump_json` without its per-call wrapper (the same bytes, encoded)."""
+
+
+def _rows(messages: Sequence[Message]) -> list[Row]:
+    """The messages as segment rows: id and compact JSON, exactly `model_dump_json()`."""
+    ids = [m.id for m in messages]
+    if all(type(m) is Message for m in messages):  # a subclass serializes its own fields
+        return list(map(Row, ids, map(bytes.decode, map(_TO_JSON, messages))))
+    return list(map(Row, ids, [m.model_dump_json() for m in messages]))
+
+
 def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
     if isinstance(messages, Message):
         raise TypeError("on_new_messages takes a sequence of messages; wrap one in a list")
     batch = list(messages)
+    if all(type(m) is Message for m in batch) and len({m.id for m in batch}) == len(batch):
+        return batch  # the usual batch; otherwise find the first culprit, in order
     seen: set[str] = set()
     for message in batch:
         if not isinstance(message, Message):
@@ -321,7 +335,7 @@ class ChatMessageThread(AgentThread):
         batch = _as_messages(messages, self.id)
         if not batch:
             return
-        rows = [Row(m.id, m.model_dump_json()) for m in batch]
+        rows = _rows(batch)
         async with self._lock:
             await self._append(batch, rows, retries)
             if self.auto_checkpoint:  # after the append: a crash in between loses a point only
@@ -373,6 +387,8 @@ class ChatMessageThread(AgentThread):
             return True
 
     async def _check_absent(self, batch: list[Message]) -> None:
+        if not self._lazy and not self._cache.holds_any(m.id for m in batch):
+            return  # the usual batch: no id is anywhere in memory, so none is in the thread
         for message in batch:
             if await self._find(message.id) is not None:
                 raise DuplicateMessageError(message.id, thread_id=self.id)
@@ -390,7 +406,7 @@ class ChatMessageThread(AgentThread):
             return self._plan_at_head(segment_id, batch, rows)
         moved = await self.get_messages(start, head)  # amortized: see log.consolidation_start
         all_messages = moved + batch
-        all_rows = [Row(m.id, m.model_dump_json()) for m in moved] + rows
+        all_rows = _rows(moved) + rows
         end = start + len(all_messages)
         ranges = (*log.prefix(self._ranges, start), Range(segment_id, start, end))
         return _AppendPlan(

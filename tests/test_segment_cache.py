@@ -26,3 +26,22 @@ def test_has_and_missing_agree_with_the_positions_put(
     assert [p for r in gaps for p in range(r.start, r.end)] == absent
     for p in held:
         assert cache.get("s", p) is MESSAGES[p]
+
+
+def test_places_list_every_segment_position_of_a_message_once() -> None:
+    cache = SegmentCache()
+    cache.put("s", 0, MESSAGES[:3])
+    cache.put("t", 5, MESSAGES[1:2])  # a copy, as consolidation makes
+    cache.put("s", 1, MESSAGES[1:3])  # read again: nothing new
+    cache.put("u", 0, MESSAGES[1:2])
+    assert cache.places(MESSAGES[1].id) == [("s", 1), ("t", 5), ("u", 0)]
+    assert cache.places(MESSAGES[0].id) == [("s", 0)]
+    assert cache.places(MESSAGES[9].id) == []
+    assert cache.holds_any(m.id for m in MESSAGES[8:]) is False
+    assert cache.holds_any(m.id for m in MESSAGES[2:]) is True
+
+
+def test_a_message_twice_in_one_put_keeps_both_places_in_order() -> None:
+    cache = SegmentCache()
+    cache.put("s", 0, [MESSAGES[0], MESSAGES[1], MESSAGES[0]])
+    assert cache.places(MESSAGES[0].id) == [("s", 0), ("s", 2)]

@@ -1,0 +1,75 @@
+"""The append path of ChatMessageThread: what its fast paths must keep identical."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_threads import ChatMessageThread, DuplicateMessageError, MemoryStore, Message, Usage
+
+
+class TaggedMessage(Message):
+    """A subclass, as a user might make: accepted like a Message."""
+
+    tag: str = "t"
+
+
+def conversation(count: int) -> list[Message]:
+    return [
+        Message.assistant(f"answer {i}", usage=Usage(output_tokens=i), metadata={"n": i})
+        if i % 2
+        else Message.user(f"question {i}\nwith a second line")
+        for i in range(count)
+    ]
+
+
+async def test_stored_rows_are_each_messages_own_json() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    batch = conversation(5)
+    await thread.on_new_messages(batch)
+    segment_id, start, end = thread.ranges[0].to_json()
+    stored = await store.read_rows(segment_id, start, end)
+    assert stored == [m.model_dump_json() for m in batch]
+    assert [json.loads(row)["id"] for row in stored] == [m.id for m in batch]
+
+
+async def test_the_first_repeated_id_in_a_batch_is_named() -> None:
+    thread = await ChatMessageThread.create()
+    a, b = conversation(2)
+    with pytest.raises(DuplicateMessageError, match=b.id):
+        await thread.on_new_messages([a, b, b, a])
+    assert thread.head == 0
+
+
+async def test_an_id_already_in_the_thread_is_refused_and_nothing_stored() -> None:
+    thread = await ChatMessageThread.create()
+    first = conversation(3)
+    await thread.on_new_messages(first)
+    with pytest.raises(DuplicateMessageError, match=first[1].id):
+        await thread.on_new_messages([Message.user("new"), first[1]])
+    assert thread.messages == first
+
+
+async def test_a_message_of_a_sibling_fork_may_join_this_thread() -> None:
+    parent = await ChatMessageThread.create()
+    await parent.on_new_messages(conversation(2))
+    fork = await parent.fork()
+    extra = Message.user("only in the parent so far")
+    await parent.on_new_messages([extra])
+    await fork.on_new_messages([extra])  # the shared cache holds it, this thread does not
+    assert fork.messages[-1] == extra
+    assert fork.head == parent.head == 3
+
+
+async def test_subclasses_of_message_are_appended_like_messages() -> None:
+    thread = await ChatMessageThread.create()
+    tagged = TaggedMessage(role="user", contents=())
+    await thread.on_new_messages([tagged, Message.user("plain")])
+    with pytest.raises(DuplicateMessageError):
+        await thread.on_new_messages([tagged])
+    assert thread.head == 2
+    segment_id, start, end = thread.ranges[0].to_json()
+    stored = await thread.store.read_rows(segment_id, start, end)
+    assert stored[0] == tagged.model_dump_json()  # its own fields too, as ever
