@@ -229,8 +229,8 @@ RAW_TABLES = [
         serializes=True,
     ),
     RawTable(
-        "raw aiosqlite, SQLiteStore's row table",
-        sqlite_module.MIGRATIONS[0],
+        "raw aiosqlite, SQLiteStore's v1 row table",
+        sqlite_module.MIGRATIONS[0],  # schema 1: a row per message, indexed by message id
         "INSERT INTO segment_rows (key, message_id, data) VALUES (?, ?, ?)",
         lambda i, m, data: (sqlite_module.POSITIONS + i, m.id, data),
     ),
@@ -433,7 +433,10 @@ def report(results: list[Result], sizes: tuple[int, ...], json_bytes: float) -> 
         " serializing the messages, writing the rows, publishing the thread record. Raw:"
         " aiosqlite inserting the same serialized rows (serialized before the clock starts,"
         " unless the row says otherwise), same pragmas (WAL, synchronous=NORMAL), one"
-        " transaction per call. All contenders take turns on the same batches.",
+        " transaction per call. SQLiteStore's v1 row table is the layout SQLiteStore used"
+        " before schema 2 (a row per message plus a message-id index); since schema 2 it"
+        " writes an append as one chunk row and indexes message ids on first lookup."
+        " All contenders take turns on the same batches.",
         "",
         "## Append throughput",
         "",
