@@ -148,9 +148,9 @@ class SQLiteStore(StoreBase):
     The message-id index (`locate_message`) is deferred: an append only notes its
     chunk's message ids, and the next `locate_message`, from any process, first moves
     every noted id into the index (one transaction, then lookups are an index search).
-    Appends through handles that hold their messages (the default `load`, `create`)
-    never look ids up, so they never pay for the index; the first duplicate check of
-    a `lazy=True` handle pays for the appends since the previous lookup.
+    So the first lookup after many appends pays for them, once. Appends through handles
+    that hold their messages (the default `load`, `create`) never look ids up; those of
+    a `lazy=True` handle do (duplicate checks), as does finding a checkpoint by id.
 
     `SQLiteStore(":memory:")` keeps a private in-memory database. aiosqlite runs on
     asyncio, so this store needs the asyncio backend.
