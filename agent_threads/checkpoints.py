@@ -149,11 +149,14 @@ async def _append_to_log(
 
     `build` makes the checkpoint and the rest of the record data from the handle as it
     is; it runs again whenever another writer got in first and the handle was re-read.
-    With `keep_on_change`, a checkpoint already written stays valid when only other
-    parts of the thread moved (it records what this handle saw), so only the record
-    write is retried. The same rules as message appends: rows first, then the record;
-    a position already taken (another writer, or rows a crash left unpublished) sends
-    the write to a new log segment. Caller holds the thread's lock.
+    With `keep_on_change`, a checkpoint already written stays valid when the re-read
+    thread is still the one it records (only its title, tags or metadata moved), so
+    only the record write is retried. A checkpoint never records a head the thread
+    has left: the handle is re-read either way, the caller would see another thread
+    than the one returned, and vacuum may already have freed what only the old head
+    referenced. The same rules as message appends: rows first, then the record; a
+    position already taken (another writer, or rows a crash left unpublished) sends the
+    write to a new log segment. Caller holds the thread's lock.
     """
     force_new = False
     for _ in range(_WRITE_ATTEMPTS):
@@ -173,7 +176,8 @@ async def _append_to_log(
             LOGS_KEY: [r.to_json() for r in new_logs],
             "schema_version": SCHEMA_VERSION,
         }
-        if await _publish_log(thread, logs, published, retry=keep_on_change):
+        keep = checkpoint if keep_on_change else None
+        if await _publish_log(thread, logs, published, keep=keep):
             for old in legacy:
                 await thread.store.delete_record(CHECKPOINT_KIND, old.id)
             return checkpoint
@@ -214,11 +218,12 @@ async def _plan(
 
 
 async def _publish_log(
-    thread: AgentThread, logs: Ranges, data: dict[str, JsonValue], *, retry: bool
+    thread: AgentThread, logs: Ranges, data: dict[str, JsonValue], *, keep: Checkpoint | None
 ) -> bool:
     """Publish the record data; False (the handle re-read) if the thread moved first.
 
-    With `retry`, a write lost to changes that leave the log as it was is tried again.
+    A write lost to changes that leave the log as it was and the thread still where
+    `keep` records it is tried again.
     """
     for _ in range(_WRITE_ATTEMPTS):
         try:
@@ -226,9 +231,18 @@ async def _publish_log(
             return True
         except ConflictError:
             await thread._refresh_unlocked()
-            if not retry or log_ranges(thread._record) != logs:
+            if keep is None or log_ranges(thread._record) != logs or not _records(keep, thread):
                 return False
     return False
+
+
+def _records(checkpoint: Checkpoint, thread: AgentThread) -> bool:
+    """Whether `checkpoint` records the thread as the handle holds it now."""
+    return (
+        checkpoint.piece_table == thread._content_ranges()
+        and checkpoint.state_digest == _state_digest(thread)
+        and checkpoint.stats == thread.stats
+    )
 
 
 # -- recording and finding ------------------------------------------------------------
@@ -271,8 +285,10 @@ async def save_checkpoint(
 ) -> Checkpoint:
     """Record the thread as this handle sees it; O(number of ranges). Caller holds its lock.
 
-    One row appended to the thread's checkpoint log and one record write. The handle's
-    in-memory history (what `to_json` writes) gains it too, at O(1).
+    One row appended to the thread's checkpoint log and one record write. If another
+    handle moved the thread first, the handle is re-read and its new head recorded (as
+    a rollback does). The handle's in-memory history (what `to_json` writes) gains it
+    too, at O(1).
     """
     label = clean_label(label)
     cleaned = clean_metadata(metadata, what="checkpoint metadata")

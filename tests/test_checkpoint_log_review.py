@@ -1,0 +1,98 @@
+"""Checkpoint logs under races, crashes and garbled rows (found in review of the log change)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+from agent_threads import (
+    ChatMessageThread,
+    MemoryStore,
+    Message,
+    Record,
+    WorkflowThread,
+)
+
+Hook = Callable[[], Awaitable[object]]
+
+
+class HookStore(MemoryStore):
+    """A MemoryStore that runs another writer's step just before one chosen write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_put: tuple[str, Hook] | None = None
+        self.fail_delete: str | None = None
+
+    async def put_record(self, record: Record, *, expected_version: int) -> Record:
+        if self.before_put is not None and self.before_put[0] == record.id:
+            hook, self.before_put = self.before_put[1], None
+            await hook()
+        return await super().put_record(record, expected_version=expected_version)
+
+    async def delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None = None
+    ) -> bool:
+        if kind == self.fail_delete:
+            raise OSError("crash")
+        return await super().delete_record(kind, record_id, expected_version=expected_version)
+
+
+def texts(messages: object) -> list[str]:
+    return [m.text for m in messages]  # type: ignore[attr-defined]
+
+
+# -- a checkpoint whose record write lost a race ----------------------------------------
+
+
+async def test_a_checkpoint_racing_a_state_update_exports_the_state_it_recorded() -> None:
+    store = HookStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a")])
+    await thread.update_state({"step": 1})
+    other = await ChatMessageThread.load(thread.id, store=store)
+    store.before_put = (thread.id, lambda: other.update_state({"step": 2}))
+    cp = await thread.checkpoint("raced")
+    recorded = (await thread.at(cp)).state.to_dict()
+    document = json.loads(thread.to_json())
+    (entry,) = document["history"]["checkpoints"]
+    assert document["history"]["states"][entry["state"]] == recorded
+    assert document == json.loads(await thread.export())
+
+
+async def test_a_checkpoint_racing_an_append_is_what_the_handle_shows_afterwards() -> None:
+    store = HookStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a")])
+    other = await ChatMessageThread.load(thread.id, store=store)
+    store.before_put = (thread.id, lambda: other.on_new_messages([Message.user("b")]))
+    cp = await thread.checkpoint()
+    assert texts(thread.messages) == ["a", "b"]  # the lost race refreshed the handle
+    assert texts((await thread.at(cp)).messages) == texts(thread.messages)
+
+
+async def test_a_stale_handle_never_records_a_state_vacuum_already_freed() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a")])
+    await thread.update_state({"step": 1})
+    other = await ChatMessageThread.load(thread.id, store=store)
+    await other.update_state({"step": 2})  # nothing references {"step": 1} any more
+    await store.vacuum(grace=0)
+    cp = await thread.checkpoint()  # through a handle that still holds {"step": 1}
+    fresh = await ChatMessageThread.load(thread.id, store=store)
+    assert (await fresh.at(cp)).state.to_dict() == fresh.state.to_dict() == {"step": 2}
+
+
+async def test_a_workflow_cut_after_a_raced_sub_thread_checkpoint_holds_what_it_shows() -> None:
+    store = HookStore()
+    workflow = await WorkflowThread.create(store)
+    main = await workflow.get_sub_thread()
+    await main.on_new_messages([Message.user("a")])
+    other = await ChatMessageThread.load(main.id, store=store)
+    store.before_put = (main.id, lambda: other.on_new_messages([Message.user("b")]))
+    await workflow.checkpoint("first")
+    assert texts(main.messages) == ["a", "b"]
+    await workflow.checkpoint("second")  # the sub-thread did not change since "first"
+    snapshot = await (await workflow.at("second")).get_sub_thread()
+    assert texts(snapshot.messages) == texts(main.messages)
