@@ -106,7 +106,7 @@ def decode_row(text: str, thread_id: str) -> Checkpoint:
     """The checkpoint a row holds (ValueError naming what is wrong if it holds none)."""
     try:
         return _decode(json.loads(text), thread_id)
-    except (TypeError, KeyError) as exc:
+    except (TypeError, KeyError, AttributeError, OverflowError) as exc:  # e.g. a number for an id
         raise ValueError(f"malformed checkpoint row: {exc!r}") from exc
 
 

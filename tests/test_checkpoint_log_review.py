@@ -5,13 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
+import pytest
+
 from agent_threads import (
     ChatMessageThread,
     MemoryStore,
     Message,
     Record,
+    StoreCorruptedError,
     WorkflowThread,
 )
+from agent_threads._ids import new_id, pack_id
+from agent_threads.checkpoints import LOGS_KEY
+from agent_threads.stores.base import Row
+from agent_threads.thread import THREAD_KIND
 
 Hook = Callable[[], Awaitable[object]]
 
@@ -96,3 +103,34 @@ async def test_a_workflow_cut_after_a_raced_sub_thread_checkpoint_holds_what_it_
     await workflow.checkpoint("second")  # the sub-thread did not change since "first"
     snapshot = await (await workflow.at("second")).get_sub_thread()
     assert texts(snapshot.messages) == texts(main.messages)
+
+
+# -- garbled rows ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "garbled",
+    [
+        {"r": [[5, 0, 1]]},
+        {"m": 7},
+        {"t": 10**23},
+        {"r": [[None, 0, 1]]},
+    ],
+)
+async def test_a_garbled_log_row_is_named_by_the_reader_and_by_vacuum(
+    garbled: dict[str, object],
+) -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    segment_id = new_id()
+    row = json.dumps({"i": pack_id(new_id()), **garbled})
+    await store.append_rows(segment_id, 0, [Row("garbled", row)])
+    record = await store.get_record(THREAD_KIND, thread.id)
+    assert record is not None
+    data = {**record.data, LOGS_KEY: [[segment_id, 0, 1]]}
+    await store.put_record(record.model_copy(update={"data": data}), expected_version=1)
+    with pytest.raises(StoreCorruptedError, match=rf"{segment_id}.*position 0"):
+        await thread.checkpoints()
+    if "r" in garbled:  # vacuum reads only what rows reference
+        with pytest.raises(StoreCorruptedError, match="unreadable log row"):
+            await store.vacuum(grace=0)

@@ -303,7 +303,7 @@ def log_row_references(text: str, *, where: str) -> tuple[set[str], set[str]]:
         segments = {unpack_id(r[0]) for r in row.get("r", ())}
         digest = row.get("b")
         blobs = set() if digest is None else {unpack_digest(digest)}
-    except (TypeError, ValueError, IndexError) as exc:
+    except (TypeError, ValueError, IndexError, AttributeError) as exc:  # e.g. a number for an id
         raise StoreCorruptedError(where, detail=f"unreadable log row: {exc}") from exc
     return segments, blobs
 
