@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sqlite3
@@ -98,6 +99,20 @@ _APPEND = (
     "INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
+
+_CHUNKS_PER_STATEMENT = 100
+"""Chunks one INSERT writes: 600 parameters, under SQLite's lowest limit (999)."""
+
+
+@functools.cache
+def _append_statement(chunks: int) -> str:
+    """An INSERT of `chunks` chunks into the `appends` view (one statement, all or nothing)."""
+    return _APPEND + ", (?, ?, ?, ?, ?, ?)" * (chunks - 1)
+
+
+def _flat(chunks: list[tuple[Any, ...]]) -> list[Any]:
+    return [value for chunk in chunks for value in chunk]
+
 
 _TOUCH = (
     "INSERT INTO segments (name, written_at) VALUES (?, ?)"
@@ -335,18 +350,19 @@ class SQLiteStore(StoreBase):
     async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         """Write `rows` at positions `start, start+1, ...` of the segment, all or nothing.
 
-        Usually one chunk, so one statement: its own transaction, one round trip to
-        aiosqlite's thread. The `appends` trigger refuses a chunk overlapping one already
-        written, which is what makes two appenders at the same position collide.
+        One statement (so its own transaction, and one round trip to aiosqlite's thread)
+        inserts every chunk into the `appends` view, whose trigger refuses a chunk
+        overlapping one already written: that is what makes two appenders at the same
+        position collide.
         """
         message_ids, data = _checked_columns(segment_id, start, rows)
         if start + len(rows) > POSITIONS:
             raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
         chunks = _chunks(segment_id, start, message_ids, data, time.time())
         try:
-            if len(chunks) == 1:
+            if 0 < len(chunks) <= _CHUNKS_PER_STATEMENT:
                 async with self._statement() as connection:
-                    await connection.execute(_APPEND, chunks[0])
+                    await connection.execute(_append_statement(len(chunks)), _flat(chunks))
             else:
                 await self._append_chunks(segment_id, chunks)
         except sqlite3.IntegrityError as exc:
@@ -358,9 +374,10 @@ class SQLiteStore(StoreBase):
             ) from exc
 
     async def _append_chunks(self, segment_id: str, chunks: list[tuple[Any, ...]]) -> None:
-        """Several chunks (a long append, rows holding newlines) in one transaction.
+        """More chunks than one statement takes (an append of megabytes), or none.
 
-        No chunk at all (no rows) still records the segment as written, as every store does.
+        In one transaction; no chunk at all (no rows) still records the segment as
+        written, as every store does.
         """
         async with self._transaction() as connection:
             if not chunks:

@@ -130,6 +130,21 @@ async def test_a_long_append_is_split_and_still_all_or_nothing(path: Path) -> No
     assert all(isinstance(n, int) and n <= sqlite_module.CHUNK_CHARS for (n,) in lengths)
 
 
+async def test_an_append_of_more_chunks_than_one_statement_takes_is_all_or_nothing(
+    path: Path,
+) -> None:
+    count = sqlite_module._CHUNKS_PER_STATEMENT + 5
+    batch = [Row(f"m{i}", f"row\n{i}") for i in range(count)]  # a chunk each
+    async with SQLiteStore(path) as store:
+        await store.append_rows("seg", count - 1, rows("taken"))
+        with pytest.raises(ConflictError, match=f"position {count - 1}"):
+            await store.append_rows("seg", 0, batch)
+        assert await store.locate_message("m0") == []
+        await store.append_rows("other", 0, batch)
+        assert await store.read_rows("other", 0, count) == [r.data for r in batch]
+    assert query(path, "SELECT count(*) FROM chunks") == [(count + 1,)]
+
+
 async def test_an_empty_append_still_records_the_segment(path: Path) -> None:
     async with SQLiteStore(path) as store:
         await store.append_rows("empty", 0, [])
