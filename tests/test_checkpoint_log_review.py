@@ -6,6 +6,7 @@ import json
 from collections.abc import Awaitable, Callable
 
 import pytest
+from pydantic import JsonValue
 
 from agent_threads import (
     ChatMessageThread,
@@ -127,7 +128,8 @@ async def test_a_garbled_log_row_is_named_by_the_reader_and_by_vacuum(
     await store.append_rows(segment_id, 0, [Row("garbled", row)])
     record = await store.get_record(THREAD_KIND, thread.id)
     assert record is not None
-    data = {**record.data, LOGS_KEY: [[segment_id, 0, 1]]}
+    logs: list[JsonValue] = [[segment_id, 0, 1]]
+    data = {**record.data, LOGS_KEY: logs}
     await store.put_record(record.model_copy(update={"data": data}), expected_version=1)
     with pytest.raises(StoreCorruptedError, match=rf"{segment_id}.*position 0"):
         await thread.checkpoints()
