@@ -330,9 +330,11 @@ async def find_checkpoint(thread: AgentThread, id_or_label: str) -> Checkpoint:
         found = await _find_by_id(thread, record, id_or_label)
         if found is not None:
             return found
-    for checkpoint in reversed(await _read_log(thread, record)):
-        if id_or_label in (checkpoint.id, checkpoint.label):
-            return checkpoint
+    listed = await _read_log(thread, record)
+    by_id = [c for c in listed if c.id == id_or_label]  # an id first, as above
+    matches = by_id or [c for c in listed if c.label == id_or_label]
+    if matches:
+        return matches[-1]
     raise CheckpointNotFoundError(id_or_label, thread_id=thread.id)
 
 

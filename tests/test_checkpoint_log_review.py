@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import JsonValue
@@ -17,7 +18,7 @@ from agent_threads import (
     WorkflowThread,
 )
 from agent_threads._ids import new_id, pack_id
-from agent_threads.checkpoints import LOGS_KEY
+from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY
 from agent_threads.stores.base import Row
 from agent_threads.thread import THREAD_KIND
 
@@ -136,3 +137,49 @@ async def test_a_garbled_log_row_is_named_by_the_reader_and_by_vacuum(
     if "r" in garbled:  # vacuum reads only what rows reference
         with pytest.raises(StoreCorruptedError, match="unreadable log row"):
             await store.vacuum(grace=0)
+
+
+# -- finding checkpoints --------------------------------------------------------------------
+
+
+async def _make_legacy(store: MemoryStore, thread: ChatMessageThread, labels: list[str]) -> None:
+    """Turn `thread` into a version-1 thread with a checkpoint record per label."""
+    record = await store.get_record(THREAD_KIND, thread.id)
+    assert record is not None
+    data = {k: v for k, v in record.data.items() if k != LOGS_KEY}
+    await store.put_record(
+        record.model_copy(update={"data": {**data, "schema_version": 1}}),
+        expected_version=record.version,
+    )
+    (r,) = thread.ranges
+    for label in labels:
+        await store.put_record(
+            Record(
+                kind=CHECKPOINT_KIND,
+                id=new_id(),
+                owner=thread.id,
+                tags=(label,),
+                data={
+                    "schema_version": 1,
+                    "label": label,
+                    "created_at": datetime.now(UTC).isoformat(),
+                    "last_message_id": thread.messages[-1].id,
+                    "stats": {"message_count": thread.head},
+                    "ranges": [r.to_json()],
+                },
+            ),
+            expected_version=0,
+        )
+
+
+async def test_an_id_wins_over_a_newer_label_equal_to_it_in_old_stores_too() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a")])
+    await _make_legacy(store, thread, ["first"])
+    legacy = await ChatMessageThread.load(thread.id, store=store)
+    (first,) = await legacy.checkpoints()
+    await _make_legacy(store, thread, [first.id])  # a newer one labelled with that id
+    assert (await legacy.get_checkpoint(first.id)).id == first.id
+    await legacy.checkpoint()  # moves them into the log
+    assert (await legacy.get_checkpoint(first.id)).id == first.id
