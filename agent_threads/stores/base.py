@@ -308,6 +308,36 @@ def log_row_references(text: str, *, where: str) -> tuple[set[str], set[str]]:
     return segments, blobs
 
 
+async def _references(store: ThreadStore, record: Record) -> tuple[set[str], set[str]]:
+    """What `record` keeps alive, its log rows' references included.
+
+    A log that cannot be read because its record moved on since it was listed (deleted,
+    or its log copied elsewhere, and another vacuum freed the old rows) is read as the
+    record now lists it; only a record that still lists unreadable rows is an error.
+    """
+    segments, blobs = record_references(record)
+    while True:
+        try:
+            for segment_id, start, end in record_logs(record):
+                rows = await store.read_rows(segment_id, start, end)
+                for position, text in enumerate(rows, start):
+                    where = f"{record.kind} {record.id!r} log {segment_id!r} position {position}"
+                    seg_refs, blob_refs = log_row_references(text, where=where)
+                    segments |= seg_refs
+                    blobs |= blob_refs
+            return segments, blobs
+        except StoreCorruptedError:
+            fresh = await store.get_record(record.kind, record.id)
+            if fresh is None:
+                return segments, blobs
+            if record_logs(fresh) == record_logs(record):
+                raise
+            record = fresh
+            seg_refs, blob_refs = record_references(record)
+            segments |= seg_refs
+            blobs |= blob_refs
+
+
 async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
     """The shared body of every store's `vacuum()`: delete unreferenced, old data.
 
@@ -320,16 +350,9 @@ async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
     live_segments: set[str] = set()
     live_blobs: set[str] = set()
     for record in await store.list_records():
-        seg_refs, blob_refs = record_references(record)
+        seg_refs, blob_refs = await _references(store, record)
         live_segments |= seg_refs
         live_blobs |= blob_refs
-        for segment_id, start, end in record_logs(record):
-            rows = await store.read_rows(segment_id, start, end)
-            for position, text in enumerate(rows, start):
-                where = f"{record.kind} {record.id!r} log {segment_id!r} position {position}"
-                seg_refs, blob_refs = log_row_references(text, where=where)
-                live_segments |= seg_refs
-                live_blobs |= blob_refs
     dead_segments = [s for s, t in segments.items() if s not in live_segments and t <= cutoff]
     dead_blobs = [b for b, t in blobs.items() if b not in live_blobs and t <= cutoff]
     if dead_segments:
