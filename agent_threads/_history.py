@@ -29,11 +29,12 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, Val
 
 from agent_threads import log
 from agent_threads._checkpoint_log import encode_row
-from agent_threads._ids import new_id
+from agent_threads._ids import new_id, validate_id
 from agent_threads.checkpoints import (
     LOGS_KEY,
     Checkpoint,
     CheckpointReason,
+    clean_label,
     list_checkpoints,
     origin_point,
 )
@@ -340,6 +341,8 @@ def _imported_checkpoint(
     digests: dict[str, str],
     where: str,
 ) -> Checkpoint:
+    validate_id(entry.id, what=f"checkpoint id in {where}")
+    label = clean_label(entry.label)
     where = f"{where} checkpoint {entry.id!r}"
     ranges = _pool_ranges(entry.ranges, segment_id, pool, where)
     last = pool[ranges[-1].end - 1].id if ranges else None
@@ -348,7 +351,7 @@ def _imported_checkpoint(
     return Checkpoint(
         id=entry.id,
         thread_id=thread_id,
-        label=entry.label,
+        label=label,
         reason=entry.reason,
         created_at=entry.created_at,
         message_count=entry.message_count,

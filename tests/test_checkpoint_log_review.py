@@ -10,7 +10,9 @@ import pytest
 from pydantic import JsonValue
 
 from agent_threads import (
+    AgentThread,
     ChatMessageThread,
+    InvalidIdError,
     MemoryStore,
     Message,
     Record,
@@ -183,3 +185,24 @@ async def test_an_id_wins_over_a_newer_label_equal_to_it_in_old_stores_too() -> 
     assert (await legacy.get_checkpoint(first.id)).id == first.id
     await legacy.checkpoint()  # moves them into the log
     assert (await legacy.get_checkpoint(first.id)).id == first.id
+
+
+# -- bad input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [("id", "a b", "checkpoint id"), ("id", "", "checkpoint id"), ("label", "a\nb", "label")],
+)
+async def test_an_import_names_a_bad_checkpoint_id_or_label(
+    field: str, value: str, named: str
+) -> None:
+    thread = await ChatMessageThread.create()
+    await thread.on_new_messages([Message.user("a")])
+    await thread.checkpoint("fine")
+    document = json.loads(thread.to_json())
+    document["history"]["checkpoints"][0][field] = value
+    store = MemoryStore()
+    with pytest.raises(InvalidIdError, match=named):
+        await AgentThread.from_json(document, store=store)
+    assert await store.list_records() == []
