@@ -99,7 +99,17 @@ def encode_row(checkpoint: Checkpoint) -> str:
         row["x"] = checkpoint.metadata
     if checkpoint.created_at != id_time(checkpoint.id):
         row["t"] = (checkpoint.created_at - _EPOCH) // _MICROSECOND
-    return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _compact_json(row, checkpoint)
+
+
+def _compact_json(row: dict[str, Any], checkpoint: Checkpoint) -> str:
+    try:
+        return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise ValueError(
+            f"checkpoint {checkpoint.id!r} of thread {checkpoint.thread_id!r}: its metadata or"
+            " stats hold NaN or infinity, which JSON cannot hold"
+        ) from exc
 
 
 def decode_row(text: str, thread_id: str) -> Checkpoint:

@@ -206,3 +206,19 @@ async def test_an_import_names_a_bad_checkpoint_id_or_label(
     with pytest.raises(InvalidIdError, match=named):
         await AgentThread.from_json(document, store=store)
     assert await store.list_records() == []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+async def test_a_checkpoint_holding_no_json_number_is_refused_by_name(bad: float) -> None:
+    thread = await ChatMessageThread.create()
+    await thread.on_new_messages([Message.user("a")])
+    with pytest.raises(ValueError, match=r"checkpoint .*(NaN|nan|inf)"):
+        await thread.checkpoint("odd", metadata={"score": bad})
+    assert await thread.checkpoints() == []
+    await thread.checkpoint("fine")
+    document = json.loads(thread.to_json())
+    document["history"]["checkpoints"][0]["metadata"] = {"score": bad}
+    store = MemoryStore()
+    with pytest.raises(ValueError, match=rf"checkpoint .* of thread {thread.id!r}"):
+        await AgentThread.from_json(json.dumps(document), store=store)
+    assert await store.list_records() == []
