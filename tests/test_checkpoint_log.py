@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_threads import ChatMessageThread, Checkpoint, MemoryStore, Message, Record
-from agent_threads._checkpoint_log import decode_row, encode_row
+from agent_threads._checkpoint_log import decode_row, encode_row, new_checkpoint_time
 from agent_threads._ids import id_time, new_id, pack_digest, pack_id, unpack_digest, unpack_id
 from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
 from agent_threads.stores.base import Row
@@ -109,7 +109,7 @@ def test_a_new_checkpoint_row_is_compact() -> None:
     checkpoint = Checkpoint(
         id=cid,
         thread_id="t",
-        created_at=id_time(cid),  # type: ignore[arg-type]
+        created_at=new_checkpoint_time(cid),
         message_count=20_000,
         last_message_id=new_id(),
         stats=ThreadStats(message_count=20_000, input_tokens=900_000, output_tokens=600_000),

@@ -4,6 +4,7 @@ import json
 
 import anyio
 import pytest
+from pydantic import JsonValue
 
 from agent_threads import (
     AgentThread,
@@ -25,7 +26,7 @@ from agent_threads import (
 from agent_threads._checkpoint_log import decode_row, encode_row
 from agent_threads._ids import new_id
 from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, ROLLBACK_LABEL
-from agent_threads.stores.base import Row
+from agent_threads.stores.base import Row, record_logs
 from agent_threads.thread import THREAD_KIND
 
 
@@ -64,8 +65,8 @@ async def store_rows(thread: ChatMessageThread) -> list[str]:
     record = await thread.store.get_record(THREAD_KIND, thread.id)
     assert record is not None
     rows = []
-    for segment_id, start, end in record.data[LOGS_KEY]:  # type: ignore[union-attr,misc]
-        rows += await thread.store.read_rows(segment_id, start, end)  # type: ignore[arg-type]
+    for segment_id, start, end in record_logs(record):
+        rows += await thread.store.read_rows(segment_id, start, end)
     return rows
 
 
@@ -166,7 +167,8 @@ async def test_newer_thread_schema_is_refused_and_a_garbled_log_row_named() -> N
     await store.append_rows(
         segment_id, 0, [Row("garbled", '{"i":"~garbled","r":[["not packed",0,1]]}')]
     )
-    data = {**stored.data, LOGS_KEY: [[segment_id, 0, 1]]}
+    logs: list[JsonValue] = [[segment_id, 0, 1]]
+    data = {**stored.data, LOGS_KEY: logs}
     await store.put_record(
         stored.model_copy(update={"data": data}), expected_version=restored.version
     )
