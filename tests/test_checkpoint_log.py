@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from agent_threads import ChatMessageThread, Checkpoint, MemoryStore, Message, Record
 from agent_threads._checkpoint_log import decode_row, encode_row, new_checkpoint_time
-from agent_threads._ids import id_time, new_id, pack_digest, pack_id, unpack_digest, unpack_id
+from agent_threads._ids import (
+    all_valid_ids,
+    id_time,
+    new_id,
+    pack_digest,
+    pack_id,
+    unpack_digest,
+    unpack_id,
+)
 from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
 from agent_threads.stores.base import Row
 from agent_threads.thread import THREAD_KIND, ThreadStats
@@ -248,3 +256,10 @@ async def test_checkpoint_records_of_an_old_store_are_read_then_moved_into_the_l
     assert record is not None and record.data["schema_version"] == 2
     await thread.rollback("one")
     assert [m.text for m in thread.messages] == ["a"]
+
+
+@given(st.lists(ids, min_size=1, max_size=5), st.sampled_from(["", "a\nb", "x" * 129, "../x"]))
+def test_a_batch_of_ids_is_valid_exactly_when_each_id_is(good: list[str], bad: str) -> None:
+    assert all_valid_ids(good)
+    assert not all_valid_ids([*good, bad]) and not all_valid_ids([bad, *good])
+    assert not all_valid_ids([])

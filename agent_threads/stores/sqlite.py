@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
@@ -16,7 +15,7 @@ import aiosqlite
 import anyio
 from pydantic import ValidationError
 
-from agent_threads._ids import MAX_ID_LENGTH, validate_digest, validate_id
+from agent_threads._ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores.base import (
     Record,
@@ -137,11 +136,6 @@ _LOCATE = (
     f" SELECT s.name, i.key % {POSITIONS} FROM message_index AS i"
     f" JOIN segments AS s ON s.id = i.key / {POSITIONS} WHERE i.message_id = ?"
 )
-
-_ID = f"[A-Za-z0-9][A-Za-z0-9._:@+=-]{{0,{MAX_ID_LENGTH - 1}}}"
-_JOINED_IDS = re.compile(f"{_ID}(?:\n{_ID})*")
-"""Newline-joined ids that `validate_id` accepts, checked in one pass (a fast path:
-on a miss, `validate_rows` finds the bad id and names it)."""
 
 
 class SQLiteStore(StoreBase):
@@ -486,13 +480,10 @@ class SQLiteStore(StoreBase):
 def _connection_lock() -> anyio.Lock:
     """The lock taken around each use of the connection.
 
-    Uncontended, it need not yield to the event loop first (`fast_acquire`, anyio 4.5+):
+    Uncontended, it need not yield to the event loop first (`fast_acquire`):
     every holder awaits the database anyway, and an append takes it twice.
     """
-    try:
-        return anyio.Lock(fast_acquire=True)
-    except TypeError:  # anyio 4.4
-        return anyio.Lock()
+    return anyio.Lock(fast_acquire=True)
 
 
 async def _rollback(connection: aiosqlite.Connection) -> None:
@@ -503,15 +494,11 @@ async def _rollback(connection: aiosqlite.Connection) -> None:
 def _checked_columns(
     segment_id: str, start: int, rows: Sequence[Row]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The rows' message ids and data, once the ids are known valid (see `validate_rows`)."""
-    validate_id(segment_id, what="segment id")
-    if not rows or start < 0:
-        validate_rows(segment_id, start, rows)
+    """The rows' message ids and data, once `validate_rows` accepts them."""
+    validate_rows(segment_id, start, rows)
+    if not rows:
         return (), ()
     message_ids, data = zip(*rows, strict=True)
-    joined = "\n".join(message_ids)
-    if not _JOINED_IDS.fullmatch(joined) or joined.count("\n") != len(rows) - 1:
-        validate_rows(segment_id, start, rows)
     return message_ids, data
 
 
