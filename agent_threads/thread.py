@@ -166,7 +166,7 @@ class AgentThread(ABC):
         handle._store = store
         handle._record = record
         handle._state = state
-        handle._lock = anyio.Lock()
+        handle._lock = anyio.Lock(fast_acquire=True)  # its holders await the store anyway
         handle._history = None
         handle._on_bind()
         return handle
