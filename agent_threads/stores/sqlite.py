@@ -197,9 +197,13 @@ class SQLiteStore(StoreBase):
             self._path, timeout=self._busy_timeout, isolation_level=None
         )
         try:
+            # takes effect in a new database (before its first table): freed pages can
+            # then go back to the file system (see `_reclaim`)
+            await connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
             await connection.execute("PRAGMA journal_mode = WAL")
             await connection.execute("PRAGMA synchronous = NORMAL")
-            await self._migrate(connection)
+            if await self._migrate(connection):
+                await _compact(connection)
         except sqlite3.OperationalError:
             await connection.close()
             raise
@@ -211,8 +215,11 @@ class SQLiteStore(StoreBase):
             raise
         return connection
 
-    async def _migrate(self, connection: aiosqlite.Connection) -> None:
-        """Run the migrations this database has not seen yet, in one transaction."""
+    async def _migrate(self, connection: aiosqlite.Connection) -> bool:
+        """Run the migrations this database has not seen yet, in one transaction.
+
+        Returns whether it upgraded a database that held a schema already.
+        """
         await connection.execute("BEGIN IMMEDIATE")
         try:
             await connection.execute(
@@ -237,6 +244,17 @@ class SQLiteStore(StoreBase):
             with anyio.CancelScope(shield=True):
                 await _rollback(connection)
             raise
+        return 0 < version < supported
+
+    async def _reclaim(self) -> None:
+        """Give the pages a bulk delete freed back to the file system.
+
+        Indexing a backlog of appends empties `unindexed`; without this the file would
+        keep those pages free (SQLite reuses them, but the file does not shrink).
+        """
+        async with self._statement() as connection:
+            # a script runs the pragma to completion (one `execute` step frees one page)
+            await connection.executescript("PRAGMA incremental_vacuum;")
 
     def _open(self) -> aiosqlite.Connection:
         if self._connection is None:
@@ -416,6 +434,7 @@ class SQLiteStore(StoreBase):
             async with self._transaction() as connection:
                 await _index_chunks(connection)
                 found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
+            await self._reclaim()
         return sorted((str(name), int(position)) for name, position in found)
 
     async def list_segments(self) -> dict[str, float]:
@@ -440,6 +459,7 @@ class SQLiteStore(StoreBase):
                 f"DELETE FROM message_index WHERE key / {POSITIONS}"
                 " NOT IN (SELECT id FROM segments)"
             )
+        await self._reclaim()
 
     # -- blobs ----------------------------------------------------------------------
 
@@ -475,6 +495,7 @@ class SQLiteStore(StoreBase):
         keys = [(validate_digest(d),) for d in digests]
         async with self._transaction() as connection:
             await connection.executemany("DELETE FROM blobs WHERE digest = ?", keys)
+        await self._reclaim()
 
 
 def _connection_lock() -> anyio.Lock:
@@ -562,6 +583,17 @@ def _split_chunk(segment_id: str, first: int, count: Any, text: Any) -> list[str
             detail=f"a chunk of {count} rows holds {len(rows)}",
         )
     return rows
+
+
+async def _compact(connection: aiosqlite.Connection) -> None:
+    """Rewrite an upgraded database without the pages its old tables left free.
+
+    One VACUUM, once, which also turns on incremental auto-vacuum for it. Skipped (the
+    pages stay free, for SQLite to reuse) when other connections keep it busy.
+    """
+    with contextlib.suppress(sqlite3.OperationalError):
+        await connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        await connection.execute("VACUUM")
 
 
 async def _index_chunks(connection: aiosqlite.Connection) -> None:

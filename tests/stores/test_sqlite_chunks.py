@@ -230,6 +230,20 @@ async def test_the_index_catches_up_on_appends_made_by_another_process(path: Pat
         assert await store.locate_message("m0") == [("mine", 0), ("theirs", 2)]
 
 
+async def test_indexing_a_backlog_gives_its_pages_back_to_the_file_system(path: Path) -> None:
+    async with SQLiteStore(path) as store:
+        for n in range(300):
+            await store.append_rows("log", n, rows(f"id{n}-" + "x" * 100))
+        ((before,),) = query(path, "PRAGMA page_count")
+        assert await store.locate_message("id7-" + "x" * 100) == [("log", 7)]
+        assert query(path, "PRAGMA freelist_count") == [(0,)]
+        await store.delete_segments(["log"])
+        assert query(path, "PRAGMA freelist_count") == [(0,)]
+    assert query(path, "PRAGMA auto_vacuum") == [(2,)]  # incremental
+    ((after,),) = query(path, "PRAGMA page_count")
+    assert isinstance(after, int) and isinstance(before, int) and after < before
+
+
 async def test_deleting_segments_drops_their_chunks_and_index_entries(path: Path) -> None:
     async with SQLiteStore(path) as store:
         await store.append_rows("indexed", 0, rows("a", "b"))
@@ -298,3 +312,6 @@ async def test_a_schema_1_database_is_migrated_with_its_threads(path: Path) -> N
         assert [m.text for m in again.messages] == [*texts, "four"]
     assert query(path, "SELECT version FROM schema_version") == [(sqlite_module.SCHEMA_VERSION,)]
     assert query(path, "SELECT name FROM sqlite_master WHERE name = 'segment_rows'") == []
+    # the upgrade rewrote the file once: no pages of the dropped table are left free
+    assert query(path, "PRAGMA auto_vacuum") == [(2,)]
+    assert query(path, "PRAGMA freelist_count") == [(0,)]
