@@ -141,26 +141,24 @@ def _decode(thread: AgentThread, text: str, segment_id: str, position: int) -> C
 
 async def _append_to_log(
     thread: AgentThread,
-    build: Callable[[], Awaitable[tuple[Checkpoint, dict[str, JsonValue]]]],
+    build: Callable[[], Awaitable[tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]]],
     *,
     keep_on_change: bool,
-) -> Checkpoint:
+) -> tuple[Checkpoint, ImmutableState]:
     """Append a checkpoint to the thread's log and publish it, with `data`, in one CAS.
 
-    `build` makes the checkpoint and the rest of the record data from the handle as it
-    is; it runs again whenever another writer got in first and the handle was re-read.
-    With `keep_on_change`, a checkpoint already written stays valid when the re-read
-    thread is still the one it records (only its title, tags or metadata moved), so
-    only the record write is retried. A checkpoint never records a head the thread
-    has left: the handle is re-read either way, the caller would see another thread
-    than the one returned, and vacuum may already have freed what only the old head
-    referenced. The same rules as message appends: rows first, then the record; a
-    position already taken (another writer, or rows a crash left unpublished) sends the
-    write to a new log segment. Caller holds the thread's lock.
+    `build` makes the checkpoint, the state it records and the rest of the record data
+    from the handle as it is; it runs again whenever another writer got in first and
+    the handle was re-read. With `keep_on_change`, a checkpoint already written stays
+    valid when only other parts of the thread moved (it records what this handle saw),
+    so only the record write is retried. The same rules as message appends: rows first,
+    then the record; a position already taken (another writer, or rows a crash left
+    unpublished) sends the write to a new log segment. Caller holds the thread's lock.
+    Returns the checkpoint published and its state.
     """
     force_new = False
     for _ in range(_WRITE_ATTEMPTS):
-        checkpoint, data = await build()
+        checkpoint, state, data = await build()
         logs = log_ranges(thread._record)
         legacy = await _legacy_checkpoints(thread) if _is_legacy(thread._record) else []
         rows = [Row(c.id, encode_row(c)) for c in [*legacy, checkpoint]]
@@ -176,11 +174,11 @@ async def _append_to_log(
             LOGS_KEY: [r.to_json() for r in new_logs],
             "schema_version": SCHEMA_VERSION,
         }
-        keep = checkpoint if keep_on_change else None
+        keep = (checkpoint, state) if keep_on_change else None
         if await _publish_log(thread, logs, published, keep=keep):
             for old in legacy:
                 await thread.store.delete_record(CHECKPOINT_KIND, old.id)
-            return checkpoint
+            return checkpoint, state
         force_new = log_ranges(thread._record) == logs  # our rows sit there, unpublished
     raise ConflictError(
         f"thread {thread.id!r}",
@@ -218,12 +216,18 @@ async def _plan(
 
 
 async def _publish_log(
-    thread: AgentThread, logs: Ranges, data: dict[str, JsonValue], *, keep: Checkpoint | None
+    thread: AgentThread,
+    logs: Ranges,
+    data: dict[str, JsonValue],
+    *,
+    keep: tuple[Checkpoint, ImmutableState] | None,
 ) -> bool:
     """Publish the record data; False (the handle re-read) if the thread moved first.
 
-    A write lost to changes that leave the log as it was and the thread still where
-    `keep` records it is tried again.
+    With `keep` (a checkpoint and its state), a write lost to changes that leave the
+    log as it was is tried again. If the thread's state moved on from the one the
+    checkpoint records, nothing may reference that state's blob any more and vacuum may
+    have freed it, so it is stored again first (young again: vacuum's grace spares it).
     """
     for _ in range(_WRITE_ATTEMPTS):
         try:
@@ -231,18 +235,12 @@ async def _publish_log(
             return True
         except ConflictError:
             await thread._refresh_unlocked()
-            if keep is None or log_ranges(thread._record) != logs or not _records(keep, thread):
+            if keep is None or log_ranges(thread._record) != logs:
                 return False
+            checkpoint, state = keep
+            if checkpoint.state_digest not in (None, _state_digest(thread)):
+                await thread.store.put_blob(state.to_json_bytes())
     return False
-
-
-def _records(checkpoint: Checkpoint, thread: AgentThread) -> bool:
-    """Whether `checkpoint` records the thread as the handle holds it now."""
-    return (
-        checkpoint.piece_table == thread._content_ranges()
-        and checkpoint.state_digest == _state_digest(thread)
-        and checkpoint.stats == thread.stats
-    )
 
 
 # -- recording and finding ------------------------------------------------------------
@@ -285,20 +283,18 @@ async def save_checkpoint(
 ) -> Checkpoint:
     """Record the thread as this handle sees it; O(number of ranges). Caller holds its lock.
 
-    One row appended to the thread's checkpoint log and one record write. If another
-    handle moved the thread first, the handle is re-read and its new head recorded (as
-    a rollback does). The handle's in-memory history (what `to_json` writes) gains it
-    too, at O(1).
+    One row appended to the thread's checkpoint log and one record write. The handle's
+    in-memory history (what `to_json` writes) gains it too, at O(1).
     """
     label = clean_label(label)
     cleaned = clean_metadata(metadata, what="checkpoint metadata")
 
-    async def build() -> tuple[Checkpoint, dict[str, JsonValue]]:
-        return await _current_checkpoint(thread, label, cleaned, reason), {}
+    async def build() -> tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]:
+        return await _current_checkpoint(thread, label, cleaned, reason), thread.state, {}
 
-    checkpoint = await _append_to_log(thread, build, keep_on_change=True)
-    if thread._history is not None:
-        thread._history.add(checkpoint, thread.state)
+    checkpoint, state = await _append_to_log(thread, build, keep_on_change=True)
+    if thread._history is not None:  # the state it records: the handle's may be newer now
+        thread._history.add(checkpoint, state)
     return checkpoint
 
 
@@ -562,11 +558,11 @@ async def rollback(
     ranges, state and stats together. If another handle moved the thread first, the
     handle is re-read and its new head saved instead. Caller holds the thread's lock.
     """
-    moved: list[tuple[ImmutableState, ImmutableState]] = []
+    moved: list[ImmutableState] = []
 
-    async def build() -> tuple[Checkpoint, dict[str, JsonValue]]:
+    async def build() -> tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]:
         point = await _resolve(thread, checkpoint, message_id, reread=True)
-        moved[:] = [(thread.state, await _state_at(thread, point.state_digest))]
+        moved[:] = [await _state_at(thread, point.state_digest)]
         saved = await _current_checkpoint(thread, ROLLBACK_LABEL, {}, "rollback")
         data: dict[str, JsonValue] = {
             **thread._rollback_data(point.ranges),
@@ -574,13 +570,12 @@ async def rollback(
             "blobs": thread._blob_refs(point.state_digest),
             "stats": point.stats.model_dump(),
         }
-        return saved, data
+        return saved, thread.state, data
 
-    saved = await _append_to_log(thread, build, keep_on_change=False)
-    before, after = moved[0]
+    saved, before = await _append_to_log(thread, build, keep_on_change=False)
     if thread._history is not None:
         thread._history.add(saved, before)
-    thread._state = after
+    thread._state = moved[0]
     await thread._adopt(thread._record)
     return saved
 
