@@ -12,6 +12,7 @@ from pydantic import JsonValue
 from agent_threads import (
     AgentThread,
     ChatMessageThread,
+    Checkpoint,
     InvalidIdError,
     MemoryStore,
     Message,
@@ -19,8 +20,9 @@ from agent_threads import (
     StoreCorruptedError,
     WorkflowThread,
 )
+from agent_threads import log as piece_table
 from agent_threads._ids import new_id, pack_id
-from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY
+from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
 from agent_threads.stores.base import Row
 from agent_threads.thread import THREAD_KIND
 
@@ -224,3 +226,57 @@ async def test_a_checkpoint_holding_no_json_number_is_refused_by_name(bad: float
     with pytest.raises(ValueError, match=rf"checkpoint .* of thread {thread.id!r}"):
         await AgentThread.from_json(json.dumps(document), store=store)
     assert await store.list_records() == []
+
+
+# -- a log of many ranges ------------------------------------------------------------------
+
+
+async def test_a_log_of_max_ranges_is_copied_into_one_segment_and_reads_back() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    made: list[Checkpoint] = []
+    for i in range(piece_table.MAX_RANGES + 2):
+        await thread.on_new_messages([Message.user(str(i))])
+        if i % 7 == 0:
+            await thread.update_state({"i": i})
+        if made:  # a crash left a row past the log's end: the next one opens a segment
+            last = log_ranges(thread._record)[-1]
+            await store.append_rows(last.segment_id, last.end, [Row(new_id(), '{"i":"~x"}')])
+        made.append(await thread.checkpoint(f"cp{i}"))
+        assert len(log_ranges(thread._record)) <= piece_table.MAX_RANGES
+    assert len(log_ranges(thread._record)) < piece_table.MAX_RANGES // 2
+    await store.vacuum(grace=0)
+    fresh = await ChatMessageThread.load(thread.id, store=store, lazy=True)
+    assert await fresh.checkpoints() == made
+    for i, checkpoint in enumerate(made):
+        assert await fresh.get_checkpoint(checkpoint.id) == checkpoint
+        assert await fresh.get_checkpoint(f"cp{i}") == checkpoint
+        snapshot = await fresh.at(checkpoint)
+        assert [m.text for m in await snapshot.get_messages()] == [str(n) for n in range(i + 1)]
+        assert snapshot.state.to_dict() == {"i": i - i % 7}
+
+
+# -- moving an old store's checkpoints into the log --------------------------------------
+
+
+async def test_a_crash_after_moving_old_checkpoints_into_the_log_leaves_no_duplicate() -> None:
+    store = HookStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a")])
+    await _make_legacy(store, thread, ["one", "two"])
+    legacy = await ChatMessageThread.load(thread.id, store=store)
+    old = await legacy.checkpoints()
+    store.fail_delete = CHECKPOINT_KIND
+    with pytest.raises(OSError, match="crash"):
+        await legacy.checkpoint("three")  # published, then the old records were not deleted
+    store.fail_delete = None
+    fresh = await ChatMessageThread.load(thread.id, store=store)
+    listed = await fresh.checkpoints()
+    assert [c.label for c in listed] == ["one", "two", "three"]
+    assert listed[:2] == old
+    await fresh.checkpoint("four")
+    assert [c.label for c in await fresh.checkpoints()] == ["one", "two", "three", "four"]
+    copy = await ChatMessageThread.from_json(await fresh.export(), store=MemoryStore())
+    assert [c.label for c in await copy.checkpoints()] == ["one", "two", "three", "four"]
+    await fresh.delete()
+    assert await store.list_records(CHECKPOINT_KIND) == []

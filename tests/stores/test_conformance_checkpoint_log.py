@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Any, cast
 
+import anyio
 from pydantic import JsonValue
 
-from agent_threads import ChatMessageThread, Message, ThreadStore
+from agent_threads import ChatMessageThread, Checkpoint, ConflictError, Message, ThreadStore
 from agent_threads._ids import new_id
 from agent_threads.checkpoints import LOGS_KEY, log_ranges
 from agent_threads.stores.base import Row, collect_garbage
 from agent_threads.thread import THREAD_KIND
+
+from .conftest import ReopenStore
 
 
 class _MovedBeforeRead:
@@ -98,3 +102,40 @@ async def test_a_message_with_a_checkpoints_id_is_told_apart_from_it(store: Thre
         assert [m.text for m in await (await handle.at(checkpoint)).get_messages()] == ["a"]
     assert await other.checkpoints() == []
     assert (await other.rollback(message_id=checkpoint.id)).message_count == 1
+
+
+async def test_clients_racing_checkpoints_and_rollbacks_publish_each_exactly_once(
+    store: ThreadStore, another_client: ReopenStore
+) -> None:
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("start")])
+    made: list[Checkpoint] = []
+
+    async def work(tag: str) -> None:
+        async with another_client(store) as client:
+            handle = await ChatMessageThread.load(thread.id, store=client)
+            for i in range(6):
+                await handle.on_new_messages([Message.user(f"{tag}{i}")], retries=100)
+                with suppress(ConflictError):  # others kept winning: it changed nothing
+                    await handle.update_state({tag: i})
+                made.append(mine := await handle.checkpoint(f"{tag}{i}"))
+                if i % 3 == 2:
+                    with suppress(ConflictError):  # others kept moving it: documented
+                        made.append(await handle.rollback(mine.id))
+
+    async with anyio.create_task_group() as group:
+        for tag in "abc":
+            group.start_soon(work, tag)
+    fresh = await ChatMessageThread.load(thread.id, store=store, lazy=True)
+    listed = await fresh.checkpoints()
+    assert sorted(c.id for c in listed) == sorted(c.id for c in made)
+    by_id = {c.id: c for c in listed}
+    for checkpoint in made:
+        assert by_id[checkpoint.id] == checkpoint
+        snapshot = await fresh.at(checkpoint)
+        messages = await snapshot.get_messages()
+        assert len(messages) == checkpoint.message_count
+        assert (messages[-1].id if messages else None) == checkpoint.last_message_id
+    await store.vacuum(grace=0)
+    for checkpoint in made:
+        assert len(await (await fresh.at(checkpoint)).get_messages()) == checkpoint.message_count
