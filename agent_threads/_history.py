@@ -163,7 +163,7 @@ def history_section(thread: AgentThread, history: LoadedHistory) -> dict[str, An
     current_runs = len(pool.runs)
     entries = []
     digests: list[str] = []
-    for checkpoint in sorted(history.checkpoints.values(), key=lambda c: c.id):
+    for checkpoint in history.checkpoints.values():  # log order (ids need not follow it)
         entries.append(_checkpoint_entry(checkpoint, pool.place(checkpoint.piece_table, add=True)))
         if checkpoint.state_digest:
             digests.append(checkpoint.state_digest)

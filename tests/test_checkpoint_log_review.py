@@ -280,3 +280,27 @@ async def test_a_crash_after_moving_old_checkpoints_into_the_log_leaves_no_dupli
     assert [c.label for c in await copy.checkpoints()] == ["one", "two", "three", "four"]
     await fresh.delete()
     assert await store.list_records(CHECKPOINT_KIND) == []
+
+
+# -- export ----------------------------------------------------------------------------------
+
+
+async def test_export_keeps_the_log_order_which_ids_need_not_follow() -> None:
+    thread = await ChatMessageThread.create()
+    await thread.on_new_messages([Message.user("a")])
+    await thread.checkpoint("same")
+    await thread.on_new_messages([Message.user("b")])
+    await thread.checkpoint("same")
+    document = json.loads(thread.to_json())
+    # as the log of two processes whose ids were made in one millisecond (or on machines
+    # whose clocks differ) can hold them: the later-published one has the smaller id
+    document["history"]["checkpoints"].reverse()
+    imported = await ChatMessageThread.from_json(document)
+    order = [c.id for c in await imported.checkpoints()]
+    newest = await imported.get_checkpoint("same")
+    assert newest.id == order[-1]
+    again = await ChatMessageThread.from_json(imported.to_json())
+    assert [c.id for c in await again.checkpoints()] == order
+    assert (await again.get_checkpoint("same")).id == newest.id
+    reread = await ChatMessageThread.from_json(await imported.export())
+    assert [c.id for c in await reread.checkpoints()] == order
