@@ -13,6 +13,7 @@ from agent_threads import (
     AgentThread,
     ChatMessageThread,
     Checkpoint,
+    ConflictError,
     InvalidIdError,
     MemoryStore,
     Message,
@@ -280,6 +281,25 @@ async def test_a_crash_after_moving_old_checkpoints_into_the_log_leaves_no_dupli
     assert [c.label for c in await copy.checkpoints()] == ["one", "two", "three", "four"]
     await fresh.delete()
     assert await store.list_records(CHECKPOINT_KIND) == []
+
+
+# -- copies ------------------------------------------------------------------------------
+
+
+async def test_a_copy_whose_id_is_taken_is_told_so_at_its_first_checkpoint_or_rollback() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a")])
+    segments = set(await store.list_segments())
+    for first_write in ("checkpoint", "rollback"):
+        copy = thread.copy(id=thread.id)
+        with pytest.raises(ConflictError, match="already exists"):
+            if first_write == "checkpoint":
+                await copy.checkpoint()
+            else:
+                await copy.rollback(message_id=thread.messages[0].id)
+    assert len(set(await store.list_segments()) - segments) <= 2  # one try each, not 16
+    assert await thread.checkpoints() == []
 
 
 # -- export ----------------------------------------------------------------------------------
