@@ -228,6 +228,9 @@ async def _publish_log(
     log as it was is tried again. If the thread's state moved on from the one the
     checkpoint records, nothing may reference that state's blob any more and vacuum may
     have freed it, so it is stored again first (young again: vacuum's grace spares it).
+    Segments cannot be written again: if the thread no longer holds one the checkpoint
+    reads (another writer copied its newest ranges into one segment), vacuum may have
+    freed it, and the checkpoint is made again from the re-read handle.
     """
     for _ in range(_WRITE_ATTEMPTS):
         try:
@@ -242,6 +245,9 @@ async def _publish_log(
             if keep is None or log_ranges(thread._record) != logs:
                 return False
             checkpoint, state = keep
+            held = {r.segment_id for r in thread._content_ranges()}
+            if any(r.segment_id not in held for r in checkpoint.piece_table):
+                return False
             if checkpoint.state_digest not in (None, _state_digest(thread)):
                 await thread.store.put_blob(state.to_json_bytes())
     return False

@@ -93,6 +93,28 @@ async def test_a_stale_handles_checkpoint_keeps_the_state_it_recorded_through_va
     assert document == json.loads(await fresh.export())
 
 
+async def test_a_stale_handles_checkpoint_never_records_segments_vacuum_freed() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+
+    async def append_after_a_lost_race(n: int) -> None:
+        for i in range(n):  # rows a racing writer (or a crash) left at the head: each
+            last = thread.ranges[-1] if thread.ranges else None  # append opens a segment
+            if last is not None:
+                await store.append_rows(last.segment_id, last.end, [Row(new_id(), "{}")])
+            await thread.on_new_messages([Message.user(f"{i}")])
+
+    await append_after_a_lost_race(piece_table.MAX_RANGES - 4)
+    stale = await ChatMessageThread.load(thread.id, store=store)
+    await append_after_a_lost_race(8)  # past MAX_RANGES: the newest half is copied
+    assert len(thread.ranges) < piece_table.MAX_RANGES
+    assert (await store.vacuum(grace=0)).segments_deleted > 0
+    cp = await stale.checkpoint()
+    fresh = await ChatMessageThread.load(thread.id, store=store, lazy=True)
+    snapshot = await fresh.at(cp)
+    assert len(await snapshot.get_messages()) == cp.message_count
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="CutMaker reuses a sub-thread checkpoint while the handle's version is unchanged,"
