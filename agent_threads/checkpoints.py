@@ -121,7 +121,12 @@ async def _current_record(thread: AgentThread) -> Record | None:
 async def _read_log(thread: AgentThread, record: Record) -> list[Checkpoint]:
     """Every checkpoint of the thread's log, oldest first."""
     if _is_legacy(record):
-        return await _legacy_checkpoints(thread)
+        legacy = await _legacy_checkpoints(thread)
+        # another handle may have moved them into the log (then deleted some) meanwhile
+        now = await _current_record(thread)
+        if now is None or _is_legacy(now):
+            return legacy
+        record = now
     found: list[Checkpoint] = []
     for r in log_ranges(record):
         rows = await thread.store.read_rows(r.segment_id, r.start, r.end)

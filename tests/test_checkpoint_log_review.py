@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
 
 import pytest
@@ -37,12 +37,21 @@ class HookStore(MemoryStore):
         super().__init__()
         self.before_put: tuple[str, Hook] | None = None
         self.fail_delete: str | None = None
+        self.before_list: tuple[str, Hook] | None = None
 
     async def put_record(self, record: Record, *, expected_version: int) -> Record:
         if self.before_put is not None and self.before_put[0] == record.id:
             hook, self.before_put = self.before_put[1], None
             await hook()
         return await super().put_record(record, expected_version=expected_version)
+
+    async def list_records(
+        self, kind: str | None = None, *, tags: Collection[str] = (), owner: str | None = None
+    ) -> list[Record]:
+        if self.before_list is not None and self.before_list[0] == kind:
+            hook, self.before_list = self.before_list[1], None
+            await hook()
+        return await super().list_records(kind, tags=tags, owner=owner)
 
     async def delete_record(
         self, kind: str, record_id: str, *, expected_version: int | None = None
@@ -212,6 +221,24 @@ async def test_an_id_wins_over_a_newer_label_equal_to_it_in_old_stores_too() -> 
     assert (await legacy.get_checkpoint(first.id)).id == first.id
     await legacy.checkpoint()  # moves them into the log
     assert (await legacy.get_checkpoint(first.id)).id == first.id
+
+
+@pytest.mark.parametrize("read", ["checkpoints", "get_checkpoint"])
+async def test_old_checkpoints_read_while_another_handle_moves_them_are_all_found(
+    read: str,
+) -> None:
+    store = HookStore()
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([Message.user("a")])
+    await _make_legacy(store, thread, ["one", "two"])
+    reader = await ChatMessageThread.load(thread.id, store=store, lazy=True)
+    mover = await ChatMessageThread.load(thread.id, store=store)
+    store.before_list = (CHECKPOINT_KIND, lambda: mover.checkpoint("moved"))
+    # the reader saw the old record, then the records went into the log
+    if read == "checkpoints":
+        assert [c.label for c in await reader.checkpoints()][:2] == ["one", "two"]
+    else:
+        assert (await reader.get_checkpoint("one")).label == "one"
 
 
 # -- bad input ---------------------------------------------------------------------------
