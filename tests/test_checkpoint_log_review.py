@@ -31,7 +31,8 @@ Hook = Callable[[], Awaitable[object]]
 
 
 class HookStore(MemoryStore):
-    """A MemoryStore that runs another writer's step just before one chosen write."""
+    """A MemoryStore that runs another writer's step just before one chosen record write
+    (`before_put`) or listing (`before_list`), or crashes deleting records (`fail_delete`)."""
 
     def __init__(self) -> None:
         super().__init__()
