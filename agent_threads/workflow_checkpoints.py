@@ -130,7 +130,7 @@ class CutMaker:
 
     def __init__(self, workflow: WorkflowThread) -> None:
         self._workflow = workflow
-        self._reuse: dict[str, tuple[str, int, str]] = {}  # key -> (thread id, version, cp id)
+        self._reuse: dict[str, Checkpoint] = {}  # key -> its sub-thread's last checkpoint
 
     async def write(
         self,
@@ -173,11 +173,25 @@ class CutMaker:
 
     async def _sub_checkpoint(self, key: str, handle: ChatMessageThread) -> str:
         known = self._reuse.get(key)
-        if known is not None and known[:2] == (handle.id, handle.version):
-            return known[2]  # same record version: same content as at that checkpoint
+        if known is not None and _shows(known, handle):
+            return known.id  # the sub-thread holds what that checkpoint recorded
         checkpoint = await handle.checkpoint(metadata={"workflow_id": self._workflow.id})
-        self._reuse[key] = (handle.id, handle.version, checkpoint.id)
+        self._reuse[key] = checkpoint
         return checkpoint.id
+
+
+def _shows(checkpoint: Checkpoint, handle: ChatMessageThread) -> bool:
+    """Whether the handle holds exactly what the checkpoint recorded (O(ranges)).
+
+    Compared by content, not record version: a checkpoint's own record write may have
+    re-read a handle that was stale, so the handle can show more than it recorded.
+    """
+    return (
+        checkpoint.thread_id == handle.id
+        and checkpoint.piece_table == handle.ranges
+        and checkpoint.state_digest == handle._record.data.get("state")
+        and checkpoint.stats == handle.stats
+    )
 
 
 async def list_cuts(workflow: WorkflowThread) -> list[WorkflowCheckpoint]:

@@ -125,11 +125,6 @@ async def test_a_stale_handles_checkpoint_never_records_segments_vacuum_freed() 
     assert len(await snapshot.get_messages()) == cp.message_count
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CutMaker reuses a sub-thread checkpoint while the handle's version is unchanged,"
-    " but the checkpoint's own record write re-reads a stale handle (workflow_checkpoints.py)",
-)
 async def test_a_workflow_cut_reuses_a_sub_thread_checkpoint_only_if_it_holds_what_it_shows() -> (
     None
 ):
