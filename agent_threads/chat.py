@@ -378,6 +378,8 @@ class ChatMessageThread(AgentThread):
             try:
                 await self._publish(data)
             except ConflictError:
+                if self._record.version == 0:  # an unsaved copy whose id is taken
+                    raise
                 await self._refresh_unlocked()
                 if (self._ranges, self._open_segment) != (base_ranges, base_open):
                     return False  # the log moved: our rows are orphans, plan again

@@ -241,11 +241,9 @@ async def _publish_log(
         try:
             await thread._publish(data)
             return True
-        except ConflictError as exc:
-            if thread._record.version == 0:  # an unsaved copy: no retry makes its id free
-                raise ConflictError(
-                    f"thread {thread.id!r}", detail="a thread with this id already exists"
-                ) from exc
+        except ConflictError:
+            if thread._record.version == 0:  # an unsaved copy whose id is taken: no retry helps
+                raise
             await thread._refresh_unlocked()
             if keep is None or log_ranges(thread._record) != logs:
                 return False

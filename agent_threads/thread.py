@@ -334,12 +334,18 @@ class AgentThread(ABC):
     async def _publish(
         self, data: Mapping[str, JsonValue], *, tags: Sequence[str] | None = None
     ) -> None:
-        """Compare-and-set the record with `data` merged in; ConflictError if someone won."""
+        """Compare-and-set the record with `data` merged in; ConflictError if someone won.
+
+        For an unsaved copy, a ConflictError means its id is taken (no retry helps).
+        """
         new_data = {**self._record.data, **data, "updated_at": _now_iso()}
         update: dict[str, Any] = {"data": new_data}
         if tags is not None:
             update["tags"] = tuple(tags)
         record = self._record.model_copy(update=update)
+        if self._record.version == 0:  # an unsaved copy: its first write stores it
+            self._record = await put_new(self._store, record)
+            return
         self._record = await self._store.put_record(record, expected_version=self._record.version)
 
     async def _write_with_retry(self, write: Callable[[], Awaitable[None]]) -> None:
@@ -349,8 +355,8 @@ class AgentThread(ABC):
                 await write()
                 return
             except ConflictError:
-                if attempt == _WRITE_ATTEMPTS - 1:
-                    raise
+                if attempt == _WRITE_ATTEMPTS - 1 or self._record.version == 0:
+                    raise  # out of attempts, or an unsaved copy whose id is taken
                 await self._refresh_unlocked()
 
     async def refresh(self) -> None:

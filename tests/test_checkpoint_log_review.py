@@ -6,6 +6,7 @@ import json
 from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
 
+import anyio
 import pytest
 from pydantic import JsonValue
 
@@ -369,3 +370,20 @@ async def test_export_keeps_the_log_order_which_ids_need_not_follow() -> None:
     assert (await again.get_checkpoint("same")).id == newest.id
     reread = await ChatMessageThread.from_json(await imported.export())
     assert [c.id for c in await reread.checkpoints()] == order
+
+
+async def test_any_first_write_of_a_copy_whose_id_is_taken_says_so_at_once() -> None:
+    store = MemoryStore()
+    taken = await ChatMessageThread.create(store)
+    original = await ChatMessageThread.create(store)
+    await original.on_new_messages([Message.user("a")])
+    writes: list[Callable[[ChatMessageThread], Awaitable[object]]] = [
+        lambda copy: copy.on_new_messages([Message.user("b")]),
+        lambda copy: copy.update_state({"k": 1}),
+        lambda copy: copy.update(title="t"),
+        lambda copy: copy.checkpoint(),
+    ]
+    for write in writes:
+        copy = original.copy(id=taken.id)
+        with anyio.fail_after(5), pytest.raises(ConflictError, match="already exists"):
+            await write(copy)
