@@ -328,6 +328,9 @@ class ChatMessageThread(AgentThread):
         If another handle appended at the same head first, this handle re-reads the
         thread and appends after it, up to `retries` times.
 
+        With `auto_checkpoint`, the checkpoint follows the append: if it fails, the
+        messages are in the thread and the error is the checkpoint's.
+
         Raises:
             ConflictError: other writers kept winning for more than `retries` attempts.
             DuplicateMessageError: a message id is already in the thread or the batch.

@@ -512,6 +512,8 @@ class AgentThread(ABC):
 
         Raises:
             InvalidIdError: the label is empty, over 128 characters or has control characters.
+            ConflictError: other writers kept moving the thread (16 attempts), or this is
+                an unsaved copy whose id another thread took.
         """
         from agent_threads.checkpoints import save_checkpoint
 
