@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_threads import ChatMessageThread, Checkpoint, MemoryStore, Message, Record
+from agent_threads import ChatMessageThread, Checkpoint, MemoryStore, Message
 from agent_threads._checkpoint_log import decode_row, encode_row, new_checkpoint_time
 from agent_threads._ids import (
     all_valid_ids,
@@ -20,9 +20,11 @@ from agent_threads._ids import (
     unpack_digest,
     unpack_id,
 )
-from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
+from agent_threads.checkpoints import CHECKPOINT_KIND, log_ranges
 from agent_threads.stores.base import Row
 from agent_threads.thread import THREAD_KIND, ThreadStats
+
+from .legacy_threads import make_legacy
 
 ids = st.one_of(
     st.builds(lambda: new_id()),
@@ -197,49 +199,9 @@ async def test_forks_and_copies_start_with_no_checkpoints() -> None:
 
 
 async def _legacy_thread(store: MemoryStore) -> tuple[ChatMessageThread, list[Checkpoint]]:
-    """A thread as version 1 stored it: no `logs`, a record per checkpoint."""
     thread = await ChatMessageThread.create(store)
     await thread.on_new_messages([Message.user("a"), Message.user("b")])
-    record = await store.get_record(THREAD_KIND, thread.id)
-    assert record is not None
-    data = {k: v for k, v in record.data.items() if k != LOGS_KEY}
-    await store.put_record(
-        record.model_copy(update={"data": {**data, "schema_version": 1}}),
-        expected_version=record.version,
-    )
-    made = []
-    for count, label in ((1, "one"), (2, "two")):
-        cid = new_id()
-        segment_id, start = thread.ranges[0].segment_id, thread.ranges[0].start
-        made.append(
-            Checkpoint(
-                id=cid,
-                thread_id=thread.id,
-                label=label,
-                created_at=datetime.now(UTC),
-                message_count=count,
-                last_message_id=thread.messages[count - 1].id,
-                stats=ThreadStats(message_count=count),
-                ranges=((segment_id, start, start + count),),
-            )
-        )
-        await store.put_record(
-            Record(
-                kind=CHECKPOINT_KIND,
-                id=cid,
-                owner=thread.id,
-                tags=(label,),
-                data={
-                    "schema_version": 1,
-                    "label": label,
-                    "created_at": made[-1].created_at.isoformat(),
-                    "last_message_id": made[-1].last_message_id,
-                    "stats": {"message_count": count},
-                    "ranges": [[segment_id, start, start + count]],
-                },
-            ),
-            expected_version=0,
-        )
+    made = await make_legacy(store, thread, [("one", 1), ("two", 2)])
     return await ChatMessageThread.load(thread.id, store=store), made
 
 

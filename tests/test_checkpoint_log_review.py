@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Collection
-from datetime import UTC, datetime
 
 import anyio
 import pytest
@@ -27,6 +26,8 @@ from agent_threads._ids import new_id, pack_id
 from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
 from agent_threads.stores.base import Row
 from agent_threads.thread import THREAD_KIND
+
+from .legacy_threads import make_legacy
 
 Hook = Callable[[], Awaitable[object]]
 
@@ -179,32 +180,7 @@ async def test_a_garbled_log_row_is_named_by_the_reader_and_by_vacuum(
 
 async def _make_legacy(store: MemoryStore, thread: ChatMessageThread, labels: list[str]) -> None:
     """Turn `thread` into a version-1 thread with a checkpoint record per label."""
-    record = await store.get_record(THREAD_KIND, thread.id)
-    assert record is not None
-    data = {k: v for k, v in record.data.items() if k != LOGS_KEY}
-    await store.put_record(
-        record.model_copy(update={"data": {**data, "schema_version": 1}}),
-        expected_version=record.version,
-    )
-    (r,) = thread.ranges
-    for label in labels:
-        await store.put_record(
-            Record(
-                kind=CHECKPOINT_KIND,
-                id=new_id(),
-                owner=thread.id,
-                tags=(label,),
-                data={
-                    "schema_version": 1,
-                    "label": label,
-                    "created_at": datetime.now(UTC).isoformat(),
-                    "last_message_id": thread.messages[-1].id,
-                    "stats": {"message_count": thread.head},
-                    "ranges": [r.to_json()],
-                },
-            ),
-            expected_version=0,
-        )
+    await make_legacy(store, thread, [(label, thread.head) for label in labels])
 
 
 async def test_an_id_wins_over_a_newer_label_equal_to_it_in_old_stores_too() -> None:

@@ -26,14 +26,7 @@ from agent_threads._ids import MAX_ID_LENGTH
 from agent_threads.stores import sqlite as sqlite_module
 
 from .test_conformance import HOSTILE_IDS
-
-
-def query(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
-    connection = sqlite3.connect(path)
-    try:
-        return connection.execute(sql, params).fetchall()
-    finally:
-        connection.close()
+from .test_sqlite import query
 
 
 def rows(*ids: str) -> list[Row]:
