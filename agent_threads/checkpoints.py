@@ -392,10 +392,8 @@ def checkpoint_from_record(record: Record) -> Checkpoint:
     """
     data = dict(record.data)
     found = data.pop("schema_version", None)
-    if not isinstance(found, int) or found != _LEGACY_SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"checkpoint {record.id!r} record", found=found, supported=_LEGACY_SCHEMA_VERSION
-        )
+    where = f"checkpoint {record.id!r} record"
+    SchemaVersionError.check(found, where, newest=_LEGACY_SCHEMA_VERSION)
     try:
         blobs = data.pop("blobs", None) or []
         ranges = data.get("ranges") or []

@@ -132,6 +132,13 @@ class SchemaVersionError(AgentThreadsError):
         self.supported = supported
         super().__init__(f"{where}: found {found!r}, this version supports {supported!r}")
 
+    @classmethod
+    def check(cls, found: object, where: str, *, newest: int, oldest: int = 1) -> int:
+        """Return `found` if it is a schema version from `oldest` to `newest`, else raise."""
+        if type(found) is not int or not oldest <= found <= newest:
+            raise cls(where, found=found, supported=newest)
+        return found
+
 
 class ContextOverflowError(AgentThreadsError):
     """A context view cannot fit: the kept-first messages and the newest group are too big.

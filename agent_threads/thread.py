@@ -215,10 +215,7 @@ class AgentThread(ABC):
         if record is None:
             raise ThreadNotFoundError(thread_id)
         found = record.data.get("schema_version")
-        if not isinstance(found, int) or found > SCHEMA_VERSION or found < 1:
-            raise SchemaVersionError(
-                f"thread {thread_id!r} record", found=found, supported=SCHEMA_VERSION
-            )
+        SchemaVersionError.check(found, f"thread {thread_id!r} record", newest=SCHEMA_VERSION)
         type_name = record.data.get("type")
         if cls is not AgentThread and type_name != cls.type_name:
             raise ThreadNotFoundError(
@@ -717,10 +714,7 @@ class AgentThread(ABC):
                 f"not an agent-threads thread export (format must be {EXPORT_FORMAT!r})"
             )
         version = document.get("schema_version")
-        if not isinstance(version, int) or not 1 <= version <= EXPORT_SCHEMA_VERSION:
-            raise SchemaVersionError(
-                "thread export", found=version, supported=EXPORT_SCHEMA_VERSION
-            )
+        SchemaVersionError.check(version, "thread export", newest=EXPORT_SCHEMA_VERSION)
         kind = document.get("kind")
         target = AgentThread._types.get(kind) if isinstance(kind, str) else None
         if target is None:

@@ -111,10 +111,9 @@ def parse_cut(record: Record) -> StoredCut:
     data = dict(record.data)
     found = data.pop("schema_version", None)
     data.pop("blobs", None)
-    if not isinstance(found, int) or not 1 <= found <= _SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"workflow checkpoint {record.id!r} record", found=found, supported=_SCHEMA_VERSION
-        )
+    SchemaVersionError.check(
+        found, f"workflow checkpoint {record.id!r} record", newest=_SCHEMA_VERSION
+    )
     try:
         execution = ExecutionData.model_validate(data.pop("execution", None) or {})
         checkpoint = WorkflowCheckpoint.model_validate(
