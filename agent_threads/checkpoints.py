@@ -52,7 +52,7 @@ from agent_threads.errors import (
 from agent_threads.log import Range, Ranges
 from agent_threads.snapshots import Point, ThreadSnapshot, ThreadT
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, Row, record_logs, validate_tag
+from agent_threads.stores.base import LOGS_KEY, Record, Row, record_logs, validate_tag
 from agent_threads.thread import (
     SCHEMA_VERSION,
     THREAD_KIND,
@@ -63,9 +63,6 @@ from agent_threads.thread import (
 
 CHECKPOINT_KIND = "checkpoint"
 """The record kind checkpoints had before they moved into checkpoint logs (still read)."""
-
-LOGS_KEY = "logs"
-"""The thread record key listing its checkpoint log, as `[segment_id, start, end]` ranges."""
 
 ROLLBACK_LABEL = "before-rollback"
 """The label of the checkpoint `rollback()` saves first: roll back to it to undo."""

@@ -29,7 +29,7 @@ from agent_threads.errors import (
 from agent_threads.log import Ranges
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, ThreadStore, validate_tag
+from agent_threads.stores.base import LOGS_KEY, Record, ThreadStore, validate_tag
 from agent_threads.stores.memory import MemoryStore
 
 if TYPE_CHECKING:  # checkpoints.py builds on this module; methods below import it when called
@@ -202,7 +202,7 @@ class AgentThread(ABC):
             "stats": (stats or ThreadStats()).model_dump(),
             "state": state_digest,
             "blobs": [state_digest] if state_digest else [],
-            "logs": [],
+            LOGS_KEY: [],
             **(extra or {}),
         }
         data["origin"] = _origin(data)
@@ -462,7 +462,7 @@ class AgentThread(ABC):
         """
         data = self._data_for_copy(copy_module.deepcopy(self._record.data))
         data["created_at"] = data["updated_at"] = _now_iso()
-        data["logs"] = []  # checkpoints stay with the original
+        data[LOGS_KEY] = []  # checkpoints stay with the original
         if reset_stats:
             data["stats"] = ThreadStats().model_dump()
             data["origin"] = _origin(data)

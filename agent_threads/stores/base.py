@@ -263,6 +263,10 @@ def check_read(segment_id: str, start: int, end: int, rows: Sequence[str]) -> li
     return list(rows)
 
 
+LOGS_KEY = "logs"
+"""The record data key listing ranges of log rows (a thread's checkpoint log)."""
+
+
 def record_references(record: Record) -> tuple[set[str], set[str]]:
     """The segment ids and blob digests that `record` keeps alive by itself.
 
@@ -270,7 +274,7 @@ def record_references(record: Record) -> tuple[set[str], set[str]]:
     the rows of its logs reference comes on top (see `log_row_references`).
     """
     segments = {r[0] for r in _ranges_of(record.data.get("ranges"))}
-    segments |= {r[0] for r in _ranges_of(record.data.get("logs"))}
+    segments |= {r[0] for r in _ranges_of(record.data.get(LOGS_KEY))}
     blobs: set[str] = set()
     refs = record.data.get("blobs")
     if isinstance(refs, list):
@@ -280,7 +284,7 @@ def record_references(record: Record) -> tuple[set[str], set[str]]:
 
 def record_logs(record: Record) -> list[tuple[str, int, int]]:
     """The `(segment_id, start, end)` ranges of log rows `record` lists under `logs`."""
-    return _ranges_of(record.data.get("logs"))
+    return _ranges_of(record.data.get(LOGS_KEY))
 
 
 def _ranges_of(value: object) -> list[tuple[str, int, int]]:
@@ -371,6 +375,7 @@ async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
 
 __all__ = [
     "DEFAULT_VACUUM_GRACE",
+    "LOGS_KEY",
     "Record",
     "Row",
     "StoreBase",
