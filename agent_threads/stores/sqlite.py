@@ -274,8 +274,11 @@ class SQLiteStore(StoreBase):
         """The connection inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any error)."""
         async with self._lock:
             connection = self._open()
-            await connection.execute("BEGIN IMMEDIATE")
             try:
+                # inside the try: cancelled while it waits for the write lock, the BEGIN
+                # still runs in aiosqlite's thread, and the ROLLBACK queued behind it
+                # must end that transaction (else the connection stays in it)
+                await connection.execute("BEGIN IMMEDIATE")
                 yield connection
             except BaseException:
                 with anyio.CancelScope(shield=True):

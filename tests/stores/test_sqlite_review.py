@@ -1,0 +1,42 @@
+"""SQLiteStore: cases found in review (cancellation, opening a database it must not touch)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent_threads import Record, Row, SQLiteStore
+
+from .test_sqlite import query
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "threads.db"
+
+
+async def test_a_transaction_cancelled_while_it_waits_to_begin_leaves_nothing_open(
+    path: Path,
+) -> None:
+    async with SQLiteStore(path, busy_timeout=10) as store:
+        await store.put_record(Record(kind="thread", id="t1"), expected_version=0)
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # the store's BEGIN IMMEDIATE waits for this
+        release = threading.Timer(0.5, other.execute, ("COMMIT",))
+        release.start()
+        try:
+            with anyio.move_on_after(0.1):
+                await store.delete_record("thread", "t1")
+        finally:
+            release.join()
+            other.close()
+        # the BEGIN that went on after the cancellation must not stay open: the next
+        # append is its own committed transaction, seen by every other connection
+        await store.append_rows("seg", 0, [Row("m1", "{}")])
+        assert query(path, "SELECT count(*) FROM chunks") == [(1,)]
+        assert await store.delete_record("thread", "t1")
+    assert query(path, "SELECT count(*) FROM records") == [(0,)]
