@@ -198,8 +198,11 @@ class SQLiteStore(StoreBase):
         )
         try:
             # takes effect in a new database (before its first table): freed pages can
-            # then go back to the file system (see `_reclaim`)
-            await connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            # then go back to the file system (see `_reclaim`); only there, since on an
+            # existing one it is a write (and would switch a FULL one to INCREMENTAL)
+            # before the schema version is even read
+            if not _first(await connection.execute_fetchall("PRAGMA page_count")):
+                await connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
             await connection.execute("PRAGMA journal_mode = WAL")
             await connection.execute("PRAGMA synchronous = NORMAL")
             if await self._migrate(connection):

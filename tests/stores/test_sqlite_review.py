@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent_threads import Record, Row, SQLiteStore
+from agent_threads import Record, Row, SchemaVersionError, SQLiteStore
 
-from .test_sqlite import query
+from .test_sqlite import execute, query
 
 
 @pytest.fixture
@@ -40,3 +40,20 @@ async def test_a_transaction_cancelled_while_it_waits_to_begin_leaves_nothing_op
         assert query(path, "SELECT count(*) FROM chunks") == [(1,)]
         assert await store.delete_record("thread", "t1")
     assert query(path, "SELECT count(*) FROM records") == [(0,)]
+
+
+async def test_a_newer_database_is_refused_before_its_auto_vacuum_mode_is_changed(
+    path: Path,
+) -> None:
+    async with SQLiteStore(path) as store:
+        await store.append_rows("seg", 0, [Row("m1", "{}")])
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA auto_vacuum = FULL")  # as a newer version might choose
+    connection.execute("VACUUM")
+    connection.close()
+    execute(path, "UPDATE schema_version SET version = 99")
+    assert query(path, "PRAGMA auto_vacuum") == [(1,)]
+    with pytest.raises(SchemaVersionError):
+        async with SQLiteStore(path):
+            pass
+    assert query(path, "PRAGMA auto_vacuum") == [(1,)]
