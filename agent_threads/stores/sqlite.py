@@ -413,7 +413,7 @@ class SQLiteStore(StoreBase):
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
-        lo, hi = max(start, 0), min(end, POSITIONS)
+        lo, hi = min(max(start, 0), POSITIONS), min(end, POSITIONS)  # bindable
         async with self._statement() as connection:
             found = await connection.execute_fetchall(_READ, (segment_id, lo, hi))
         data: list[str] = []

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent_threads import Record, Row, SchemaVersionError, SQLiteStore
+from agent_threads import Record, Row, SchemaVersionError, SQLiteStore, StoreCorruptedError
 
 from .test_sqlite import execute, query
 
@@ -57,3 +57,12 @@ async def test_a_newer_database_is_refused_before_its_auto_vacuum_mode_is_change
         async with SQLiteStore(path):
             pass
     assert query(path, "PRAGMA auto_vacuum") == [(1,)]
+
+
+async def test_a_read_beyond_the_key_space_is_answered_like_any_missing_range(path: Path) -> None:
+    async with SQLiteStore(path) as store:
+        await store.append_rows("seg", 0, [Row("m1", "{}")])
+        far = 1 << 64  # past what SQLite can bind: no OverflowError from the driver
+        assert await store.read_rows("seg", far, far) == []
+        with pytest.raises(StoreCorruptedError, match="seg"):
+            await store.read_rows("seg", far, far + 1)
