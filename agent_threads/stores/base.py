@@ -253,6 +253,24 @@ def version_conflict(kind: str, record_id: str, expected: int | None, stored: in
     )
 
 
+MAX_POSITION = 2**63 - 1
+"""The last position a row can hold (a signed 64-bit key, as SQL databases store it)."""
+
+
+def check_span(segment_id: str, start: int, end: int) -> None:
+    """Refuse, before any I/O, a read reaching positions no row can hold.
+
+    Raises:
+        StoreCorruptedError: `start` is negative or `end` is past `MAX_POSITION + 1`
+            (the rows asked for are missing, as with any other missing range).
+    """
+    if end > start and (start < 0 or end > MAX_POSITION + 1):
+        raise StoreCorruptedError(
+            f"segment {segment_id!r}",
+            detail=f"positions {start}..{end - 1} requested: rows hold 0..{MAX_POSITION}",
+        )
+
+
 def check_read(segment_id: str, start: int, end: int, rows: Sequence[str]) -> list[str]:
     """Return `rows` if it has one row per position of `[start, end)`, else raise."""
     if len(rows) != max(0, end - start):
@@ -376,12 +394,14 @@ async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
 __all__ = [
     "DEFAULT_VACUUM_GRACE",
     "LOGS_KEY",
+    "MAX_POSITION",
     "Record",
     "Row",
     "StoreBase",
     "ThreadStore",
     "VacuumReport",
     "check_read",
+    "check_span",
     "collect_garbage",
     "digest_of",
     "log_row_references",

@@ -25,6 +25,7 @@ from agent_threads.stores.base import (
     Row,
     StoreBase,
     VacuumReport,
+    check_span,
     collect_garbage,
     digest_of,
     validate_record,
@@ -400,6 +401,8 @@ class JsonFileStore(StoreBase):
             _files.fsync_dir(path.parent)
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        validate_id(segment_id, what="segment id")
+        check_span(segment_id, start, end)
         path = self._segment_path(segment_id)
         found = await self._read(lambda: self._read_lines(path, start, end))
         if len(found) != max(0, end - start):

@@ -12,6 +12,7 @@ from agent_threads.stores.base import (
     Row,
     StoreBase,
     check_read,
+    check_span,
     digest_of,
     validate_digest,
     validate_record,
@@ -120,8 +121,11 @@ class MemoryStore(StoreBase):
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
+        check_span(segment_id, start, end)
         segment = self._segments.get(segment_id)
         rows = segment.rows if segment is not None else {}
+        if end - start > len(rows):  # more positions than rows: some are missing
+            return check_read(segment_id, start, end, [])
         found = [rows[p].data for p in range(start, end) if p in rows]
         return check_read(segment_id, start, end, found)
 

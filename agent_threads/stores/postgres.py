@@ -54,6 +54,7 @@ from agent_threads.stores.base import (
     Row,
     StoreBase,
     check_read,
+    check_span,
     digest_of,
     validate_digest,
     validate_record,
@@ -426,6 +427,7 @@ class PostgresStore(StoreBase):
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
+        check_span(segment_id, start, end)
         async with self._connection() as connection:
             rows = await connection.fetch(
                 "SELECT data FROM segment_rows"

@@ -60,6 +60,7 @@ from agent_threads.stores.base import (
     Row,
     StoreBase,
     check_read,
+    check_span,
     digest_of,
     validate_digest,
     validate_record,
@@ -384,6 +385,7 @@ class RedisStore(StoreBase):
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
+        check_span(segment_id, start, end)
         if end <= start:
             return []
         key = self._key("segment", segment_id)

@@ -21,6 +21,7 @@ from agent_threads.stores.base import (
     Record,
     Row,
     StoreBase,
+    check_span,
     digest_of,
     validate_record,
     validate_rows,
@@ -256,8 +257,11 @@ class SQLiteStore(StoreBase):
         keep those pages free (SQLite reuses them, but the file does not shrink).
         """
         async with self._statement() as connection:
-            # a script runs the pragma to completion (one `execute` step frees one page)
-            await connection.executescript("PRAGMA incremental_vacuum;")
+            # best effort: the operation that freed the pages has committed already, and
+            # pages left free (another process holding the lock) are reused by SQLite
+            with contextlib.suppress(sqlite3.OperationalError):
+                # a script runs the pragma to completion (one `execute` step frees one page)
+                await connection.executescript("PRAGMA incremental_vacuum;")
 
     def _open(self) -> aiosqlite.Connection:
         if self._connection is None:
@@ -413,6 +417,7 @@ class SQLiteStore(StoreBase):
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
+        check_span(segment_id, start, end)
         lo, hi = min(max(start, 0), POSITIONS), min(end, POSITIONS)  # bindable
         async with self._statement() as connection:
             found = await connection.execute_fetchall(_READ, (segment_id, lo, hi))
@@ -597,9 +602,14 @@ async def _compact(connection: aiosqlite.Connection) -> None:
     One VACUUM, once, which also turns on incremental auto-vacuum for it. Skipped (the
     pages stay free, for SQLite to reuse) when other connections keep it busy.
     """
-    with contextlib.suppress(sqlite3.OperationalError):
-        await connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
-        await connection.execute("VACUUM")
+    (timeout,) = next(iter(await connection.execute_fetchall("PRAGMA busy_timeout")))
+    await connection.execute("PRAGMA busy_timeout = 1000")  # do not hold up the open
+    try:
+        with contextlib.suppress(sqlite3.OperationalError):
+            await connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            await connection.execute("VACUUM")
+    finally:
+        await connection.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
 
 async def _index_chunks(connection: aiosqlite.Connection) -> None:

@@ -139,6 +139,9 @@ async def test_reading_missing_positions_is_reported(store: ThreadStore) -> None
         await store.read_rows("seg", 0, 2)
     with pytest.raises(StoreCorruptedError, match="ghost"):
         await store.read_rows("ghost", 0, 1)
+    for start, end in ((-(2**70), 1), (0, 2**70), (2**70, 2**71)):  # answered at once
+        with anyio.fail_after(10), pytest.raises(StoreCorruptedError, match="seg"):
+            await store.read_rows("seg", start, end)
 
 
 async def test_locate_message_finds_every_copy(store: ThreadStore) -> None:
