@@ -381,9 +381,7 @@ class ChatMessageThread(AgentThread):
             try:
                 await self._publish(data)
             except ConflictError:
-                if self._record.version == 0:  # an unsaved copy whose id is taken
-                    raise
-                await self._refresh_unlocked()
+                await self._reread_after_lost_write()
                 if (self._ranges, self._open_segment) != (base_ranges, base_open):
                     return False  # the log moved: our rows are orphans, plan again
                 continue  # only metadata or state changed: our rows still fit

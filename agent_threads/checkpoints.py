@@ -239,9 +239,7 @@ async def _publish_log(
             await thread._publish(data)
             return True
         except ConflictError:
-            if thread._record.version == 0:  # an unsaved copy whose id is taken: no retry helps
-                raise
-            await thread._refresh_unlocked()
+            await thread._reread_after_lost_write()
             if keep is None or log_ranges(thread._record) != logs:
                 return False
             checkpoint, state = keep

@@ -352,9 +352,9 @@ class AgentThread(ABC):
                 await write()
                 return
             except ConflictError:
-                if attempt == _WRITE_ATTEMPTS - 1 or self._record.version == 0:
-                    raise  # out of attempts, or an unsaved copy whose id is taken
-                await self._refresh_unlocked()
+                if attempt == _WRITE_ATTEMPTS - 1:
+                    raise
+                await self._reread_after_lost_write()
 
     async def refresh(self) -> None:
         """Re-read the thread from the store, picking up other handles' writes.
@@ -368,6 +368,19 @@ class AgentThread(ABC):
             await self._refresh_unlocked()
             if self._history is not None:
                 await self._read_history()
+
+    async def _reread_after_lost_write(self) -> None:
+        """Re-read the thread after its record write lost a compare-and-set, to retry.
+
+        Raises:
+            ConflictError: this is an unsaved copy, so what it lost to is another thread
+                holding its id; no retry can help.
+        """
+        if self._record.version == 0:
+            raise ConflictError(
+                f"thread {self.id!r}", detail="a thread with this id already exists"
+            )
+        await self._refresh_unlocked()
 
     async def _refresh_unlocked(self) -> None:
         if self._record.version == 0:  # an unsaved copy: nothing stored to re-read

@@ -432,7 +432,7 @@ class WorkflowThread(AgentThread):
                 await self._publish(data)
                 break
             except ConflictError:
-                await self._refresh_unlocked()
+                await self._reread_after_lost_write()
                 if self._exec == new and all(
                     self._record.data.get(k) == v for k, v in data.items()
                 ):
