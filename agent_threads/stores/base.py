@@ -236,6 +236,13 @@ def validate_record(record: Record) -> None:
         validate_tag(tag)
 
 
+def validate_listing(kind: str | None, tags: Collection[str]) -> set[str]:
+    """Check `list_records`' kind (when given) and tags; returns the tags as a set."""
+    if kind is not None:
+        validate_id(kind, what="record kind")
+    return {validate_tag(t) for t in tags}
+
+
 def validate_rows(segment_id: str, start: int, rows: Sequence[Row]) -> None:
     """Check a segment id, a start position and the message ids of rows to append."""
     validate_id(segment_id, what="segment id")
@@ -408,6 +415,7 @@ __all__ = [
     "record_logs",
     "record_references",
     "validate_digest",
+    "validate_listing",
     "validate_record",
     "validate_rows",
     "validate_tag",

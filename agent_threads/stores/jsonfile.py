@@ -28,9 +28,9 @@ from agent_threads.stores.base import (
     check_span,
     collect_garbage,
     digest_of,
+    validate_listing,
     validate_record,
     validate_rows,
-    validate_tag,
     version_conflict,
 )
 
@@ -342,9 +342,7 @@ class JsonFileStore(StoreBase):
         tags: Collection[str] = (),
         owner: str | None = None,
     ) -> list[Record]:
-        if kind is not None:
-            validate_id(kind, what="record kind")
-        wanted = {validate_tag(t) for t in tags}
+        wanted = validate_listing(kind, tags)
         records = await self._read(lambda: self._read_records(kind))
         return [r for r in records if (owner is None or r.owner == owner) and wanted <= set(r.tags)]
 

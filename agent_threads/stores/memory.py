@@ -15,9 +15,9 @@ from agent_threads.stores.base import (
     check_span,
     digest_of,
     validate_digest,
+    validate_listing,
     validate_record,
     validate_rows,
-    validate_tag,
     version_conflict,
 )
 
@@ -88,9 +88,7 @@ class MemoryStore(StoreBase):
         tags: Collection[str] = (),
         owner: str | None = None,
     ) -> list[Record]:
-        if kind is not None:
-            validate_id(kind, what="record kind")
-        wanted = {validate_tag(t) for t in tags}
+        wanted = validate_listing(kind, tags)
         found = []
         for (record_kind, _), text in sorted(self._records.items()):
             if kind is not None and record_kind != kind:

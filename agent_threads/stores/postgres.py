@@ -57,9 +57,9 @@ from agent_threads.stores.base import (
     check_span,
     digest_of,
     validate_digest,
+    validate_listing,
     validate_record,
     validate_rows,
-    validate_tag,
     version_conflict,
 )
 
@@ -393,9 +393,9 @@ class PostgresStore(StoreBase):
         owner: str | None = None,
     ) -> list[Record]:
         conditions = ["tags @> $1::text[]"]
-        args: list[object] = [sorted({validate_tag(t) for t in tags})]
+        args: list[object] = [sorted(validate_listing(kind, tags))]
         if kind is not None:
-            args.append(validate_id(kind, what="record kind"))
+            args.append(kind)
             conditions.append(f"kind = ${len(args)}")
         if owner is not None:
             args.append(validate_id(owner, what="record owner"))

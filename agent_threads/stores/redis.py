@@ -63,9 +63,9 @@ from agent_threads.stores.base import (
     check_span,
     digest_of,
     validate_digest,
+    validate_listing,
     validate_record,
     validate_rows,
-    validate_tag,
     version_conflict,
 )
 
@@ -349,11 +349,9 @@ class RedisStore(StoreBase):
         tags: Collection[str] = (),
         owner: str | None = None,
     ) -> list[Record]:
-        if kind is not None:
-            validate_id(kind, what="record kind")
+        wanted = sorted(validate_listing(kind, tags))
         if owner is not None:
             validate_id(owner, what="record owner")
-        wanted = sorted({validate_tag(t) for t in tags})
         args = [self._base, kind or "", owner or "", *wanted]
         with _foreign_keys_are_corruption(f"Redis keys {self.key_pattern!r}"):
             docs = await self._run("list_records", [], args)

@@ -23,9 +23,9 @@ from agent_threads.stores.base import (
     StoreBase,
     check_span,
     digest_of,
+    validate_listing,
     validate_record,
     validate_rows,
-    validate_tag,
     version_conflict,
 )
 
@@ -357,9 +357,7 @@ class SQLiteStore(StoreBase):
         tags: Collection[str] = (),
         owner: str | None = None,
     ) -> list[Record]:
-        if kind is not None:
-            validate_id(kind, what="record kind")
-        wanted = {validate_tag(t) for t in tags}
+        wanted = validate_listing(kind, tags)
         query = "SELECT kind, id, body FROM records WHERE (? IS NULL OR kind = ?)"
         query += " AND (? IS NULL OR owner = ?) ORDER BY kind, id"
         async with self._statement() as connection:
