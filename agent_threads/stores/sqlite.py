@@ -95,6 +95,10 @@ It bounds what reading one row costs: the whole chunk holding it is read.
 
 _BASE = f"(SELECT id * {POSITIONS} AS base FROM segments WHERE name = ?)"
 
+_RECLAIM_AFTER = 64
+"""Chunks an index catch-up must move before it gives freed pages back: a lazy handle's
+append indexes the chunk before it, and one more statement for each is not worth a page."""
+
 _APPEND = (
     "INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
     " VALUES (?, ?, ?, ?, ?, ?)"
@@ -441,9 +445,10 @@ class SQLiteStore(StoreBase):
             found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
         if found and found[0][0] is None:
             async with self._transaction() as connection:
-                await _index_chunks(connection)
+                indexed = await _index_chunks(connection)
                 found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
-            await self._reclaim()
+            if indexed >= _RECLAIM_AFTER:  # a few freed pages are soon reused by appends
+                await self._reclaim()
         return sorted((str(name), int(position)) for name, position in found)
 
     async def list_segments(self) -> dict[str, float]:
@@ -610,9 +615,12 @@ async def _compact(connection: aiosqlite.Connection) -> None:
         await connection.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
 
-async def _index_chunks(connection: aiosqlite.Connection) -> None:
-    """Move the message ids of every unindexed chunk into the message-id index."""
-    pending = await connection.execute_fetchall("SELECT key, message_ids FROM unindexed")
+async def _index_chunks(connection: aiosqlite.Connection) -> int:
+    """Move the message ids of every unindexed chunk into the message-id index.
+
+    Returns how many chunks that was.
+    """
+    pending = list(await connection.execute_fetchall("SELECT key, message_ids FROM unindexed"))
     entries = [
         (message_id, key + offset)
         for key, message_ids in pending
@@ -624,6 +632,7 @@ async def _index_chunks(connection: aiosqlite.Connection) -> None:
     await connection.executemany(
         "DELETE FROM unindexed WHERE key = ?", [(key,) for key, _ in pending]
     )
+    return len(pending)
 
 
 def _parse_record(body: Any, kind: str, record_id: str) -> Record:
