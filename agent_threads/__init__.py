@@ -4,8 +4,6 @@ Threads of messages that can be appended, forked at any message in O(1), persist
 pluggable stores and resumed later.
 """
 
-from agent_threads.chat import ChatMessageThread
-from agent_threads.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
 from agent_threads.errors import (
     AgentThreadsError,
     CheckpointNotFoundError,
@@ -22,7 +20,6 @@ from agent_threads.errors import (
     SubThreadNotFoundError,
     ThreadNotFoundError,
 )
-from agent_threads.execution import ExecutionState, RunStatus, StepRecord, StepStatus, StepTask
 from agent_threads.messages import (
     DataPart,
     Message,
@@ -41,16 +38,29 @@ from agent_threads.stores.base import Record, Row, ThreadStore, VacuumReport
 from agent_threads.stores.jsonfile import JsonFileStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.stores.sqlite import SQLiteStore
-from agent_threads.thread import AgentThread, ThreadStats
-from agent_threads.views import (
+from agent_threads.threads.base import AgentThread, ThreadStats
+from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.workflow.checkpoints import (
+    SubThreadCut,
+    WorkflowCheckpoint,
+    WorkflowSnapshot,
+)
+from agent_threads.threads.workflow.execution import (
+    ExecutionState,
+    RunStatus,
+    StepRecord,
+    StepStatus,
+    StepTask,
+)
+from agent_threads.threads.workflow.thread import WorkflowThread
+from agent_threads.timetravel.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
+from agent_threads.views.context import (
     ApproximateTokenCounter,
     ContextView,
     DroppedRange,
     TiktokenCounter,
     TokenCounter,
 )
-from agent_threads.workflow_checkpoints import SubThreadCut, WorkflowCheckpoint, WorkflowSnapshot
-from agent_threads.workflow_thread import WorkflowThread
 
 __all__ = [
     "AgentThread",

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent_threads._ids import new_id
+from agent_threads.core.ids import new_id
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")
 

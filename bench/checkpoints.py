@@ -29,7 +29,7 @@ from agent_threads import (
     ThreadStore,
     Usage,
 )
-from agent_threads._checkpoint_log import encode_row
+from agent_threads.timetravel.checkpoint import encode_row
 
 SIZES = (1_000, 10_000)
 AT_SAMPLES = 50

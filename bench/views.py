@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 
 from agent_threads import ChatMessageThread, ContextView, MemoryStore, Message, tool_call
-from agent_threads.views import build_view
+from agent_threads.views.context import build_view
 
 SIZES = (1_000, 5_000, 20_000)
 MAX_TOKENS = 8_000

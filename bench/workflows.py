@@ -27,7 +27,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from agent_threads import ImmutableState, SQLiteStore, StepRecord  # noqa: E402
-from workflows import END, Router, Step, StepContext, Workflow, step  # noqa: E402
+from agent_threads.workflows import END, Router, Step, StepContext, Workflow, step  # noqa: E402
 
 SUPERSTEPS = (100, 1_000)
 FANOUTS = (1, 10, 100)

@@ -27,7 +27,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import JsonValue
 
 from agent_threads import Message, SQLiteStore, StepRecord, Usage, WorkflowThread, tool_call
-from workflows import END, Step, StepContext, StepResult, Workflow, step
+from agent_threads.workflows import END, Step, StepContext, StepResult, Workflow, step
 
 QUESTION = "Should our city pilot autonomous electric buses on the airport line in 2026?"
 Policy = Literal["strict", "lenient"]

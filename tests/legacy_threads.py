@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from agent_threads import ChatMessageThread, Checkpoint, Record, ThreadStore
-from agent_threads._ids import new_id
-from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, checkpoint_from_record
-from agent_threads.thread import THREAD_KIND
+from agent_threads.core.ids import new_id
+from agent_threads.threads.base import THREAD_KIND
+from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, checkpoint_from_record
 
 
 async def make_legacy(

@@ -8,9 +8,9 @@ from types import ModuleType
 import pytest
 
 import agent_threads
-import workflows
+import agent_threads.workflows
 
-PACKAGES = [agent_threads, workflows]
+PACKAGES = [agent_threads, agent_threads.workflows]
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.__name__)

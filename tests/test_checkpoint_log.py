@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_threads import ChatMessageThread, Checkpoint, MemoryStore, Message
-from agent_threads._checkpoint_log import decode_row, encode_row, new_checkpoint_time
-from agent_threads._ids import (
+from agent_threads.core.ids import (
     all_valid_ids,
     id_time,
     new_id,
@@ -20,9 +19,10 @@ from agent_threads._ids import (
     unpack_digest,
     unpack_id,
 )
-from agent_threads.checkpoints import CHECKPOINT_KIND, log_ranges
 from agent_threads.stores.base import Row
-from agent_threads.thread import THREAD_KIND, ThreadStats
+from agent_threads.threads.base import THREAD_KIND, ThreadStats
+from agent_threads.timetravel.checkpoint import decode_row, encode_row, new_checkpoint_time
+from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, log_ranges
 
 from .legacy_threads import make_legacy
 

@@ -21,11 +21,11 @@ from agent_threads import (
     StoreCorruptedError,
     WorkflowThread,
 )
-from agent_threads import log as piece_table
-from agent_threads._ids import new_id, pack_id
-from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
+from agent_threads.core import pieces as piece_table
+from agent_threads.core.ids import new_id, pack_id
 from agent_threads.stores.base import Row
-from agent_threads.thread import THREAD_KIND
+from agent_threads.threads.base import THREAD_KIND
+from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
 
 from .legacy_threads import make_legacy
 

@@ -23,11 +23,11 @@ from agent_threads import (
     ThreadSnapshot,
     Usage,
 )
-from agent_threads._checkpoint_log import decode_row, encode_row
-from agent_threads._ids import new_id
-from agent_threads.checkpoints import CHECKPOINT_KIND, LOGS_KEY, ROLLBACK_LABEL
+from agent_threads.core.ids import new_id
 from agent_threads.stores.base import Row, record_logs
-from agent_threads.thread import THREAD_KIND
+from agent_threads.threads.base import THREAD_KIND
+from agent_threads.timetravel.checkpoint import decode_row, encode_row
+from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, ROLLBACK_LABEL
 
 
 def texts(messages: object) -> list[str]:

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_threads import log
-from agent_threads.log import OpenSegment, Range
+from agent_threads.core import pieces
+from agent_threads.core.pieces import OpenSegment, Range
 
 
 def materialize(ranges: tuple[Range, ...]) -> list[tuple[str, int]]:
@@ -27,9 +27,9 @@ def test_prefix_and_slices_match_the_materialized_list(
     flat = materialize(ranges)
     start = data.draw(st.integers(0, len(flat)))
     end = data.draw(st.integers(start, len(flat)))
-    assert materialize(log.slice_ranges(ranges, start, end)) == flat[start:end]
-    assert materialize(log.prefix(ranges, start)) == flat[:start]
-    assert log.length(ranges) == len(flat)
+    assert materialize(pieces.slice_ranges(ranges, start, end)) == flat[start:end]
+    assert materialize(pieces.prefix(ranges, start)) == flat[:start]
+    assert pieces.length(ranges) == len(flat)
 
 
 @given(ranges=range_lists, data=st.data())
@@ -37,42 +37,42 @@ def test_locate_and_index_of_are_inverse(ranges: tuple[Range, ...], data: st.Dat
     flat = materialize(ranges)
     if not flat:
         with pytest.raises(IndexError):
-            log.locate(ranges, 0)
+            pieces.locate(ranges, 0)
         return
     index = data.draw(st.integers(0, len(flat) - 1))
-    place = log.locate(ranges, index)
+    place = pieces.locate(ranges, index)
     assert place == flat[index]
-    assert log.index_of(ranges, *place) == flat.index(place)
+    assert pieces.index_of(ranges, *place) == flat.index(place)
 
 
 def test_extend_merges_contiguous_rows_into_the_last_range() -> None:
-    ranges = log.extend((), "s", 0, 3)
-    assert log.extend(ranges, "s", 3, 2) == (Range("s", 0, 5),)
-    assert log.extend(ranges, "t", 3, 2) == (Range("s", 0, 3), Range("t", 3, 5))
+    ranges = pieces.extend((), "s", 0, 3)
+    assert pieces.extend(ranges, "s", 3, 2) == (Range("s", 0, 5),)
+    assert pieces.extend(ranges, "t", 3, 2) == (Range("s", 0, 3), Range("t", 3, 5))
 
 
 def test_extending_is_allowed_only_at_the_owned_segments_end() -> None:
     ranges = (Range("s", 0, 5),)
-    assert log.can_extend(ranges, OpenSegment("s", 5))
-    assert not log.can_extend(ranges, None)  # a fork owns nothing yet
-    assert not log.can_extend(log.prefix(ranges, 3), OpenSegment("s", 5))  # after a rollback
-    assert not log.can_extend(ranges, OpenSegment("t", 5))
-    assert log.can_extend((), OpenSegment("s", 0))
+    assert pieces.can_extend(ranges, OpenSegment("s", 5))
+    assert not pieces.can_extend(ranges, None)  # a fork owns nothing yet
+    assert not pieces.can_extend(pieces.prefix(ranges, 3), OpenSegment("s", 5))  # after a rollback
+    assert not pieces.can_extend(ranges, OpenSegment("t", 5))
+    assert pieces.can_extend((), OpenSegment("s", 0))
 
 
 def test_common_prefix_counts_shared_leading_messages() -> None:
     a = (Range("s", 0, 5), Range("t", 5, 7))
-    assert log.common_prefix(a, (Range("s", 0, 9),)) == 5
-    assert log.common_prefix(a, (Range("s", 0, 3),)) == 3
-    assert log.common_prefix(a, a) == 7
-    assert log.common_prefix(a, (Range("u", 0, 5),)) == 0
+    assert pieces.common_prefix(a, (Range("s", 0, 9),)) == 5
+    assert pieces.common_prefix(a, (Range("s", 0, 3),)) == 3
+    assert pieces.common_prefix(a, a) == 7
+    assert pieces.common_prefix(a, (Range("u", 0, 5),)) == 0
 
 
 def test_consolidation_copies_the_newest_half_only_when_too_long() -> None:
     short = tuple(Range(f"s{i}", i, i + 1) for i in range(64))
-    assert log.consolidation_start(short) is None
+    assert pieces.consolidation_start(short) is None
     long = (*short, Range("x", 64, 65))
-    assert log.consolidation_start(long) == 32
+    assert pieces.consolidation_start(long) == 32
 
 
 def test_ranges_read_from_json_are_validated() -> None:

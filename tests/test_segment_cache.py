@@ -3,9 +3,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_threads._segment_cache import SegmentCache
-from agent_threads.log import Range
+from agent_threads.core.pieces import Range
 from agent_threads.messages import Message
+from agent_threads.threads.segment_cache import SegmentCache
 
 MESSAGES = [Message.user(str(i)) for i in range(40)]
 PUTS = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10)), max_size=8)

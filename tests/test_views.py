@@ -34,8 +34,8 @@ from agent_threads import (
     Usage,
     tool_call,
 )
-from agent_threads import _condensed as condensed_module
-from agent_threads.views import ViewCache, build_view
+from agent_threads.views import condensed as condensed_module
+from agent_threads.views.context import ViewCache, build_view
 
 
 class UnitCounter:

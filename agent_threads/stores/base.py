@@ -34,7 +34,7 @@ from typing import NamedTuple, Protocol, Self, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent_threads._ids import (
+from agent_threads.core.ids import (
     all_valid_ids,
     unpack_digest,
     unpack_id,

@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
-from agent_threads._ids import validate_digest, validate_id
+from agent_threads.core.ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores import _files, _jsonl
 from agent_threads.stores.base import (

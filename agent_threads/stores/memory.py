@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Sequence
 
-from agent_threads._ids import validate_id
+from agent_threads.core.ids import validate_id
 from agent_threads.errors import ConflictError
 from agent_threads.stores.base import (
     Record,

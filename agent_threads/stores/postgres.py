@@ -42,7 +42,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("PostgresStore needs: pip install 'agent-threads[postgres]'") from exc
 
-from agent_threads._ids import validate_id
+from agent_threads.core.ids import validate_id
 from agent_threads.errors import (
     ConflictError,
     InvalidIdError,

@@ -53,7 +53,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("RedisStore needs: pip install 'agent-threads[redis]'") from exc
 
-from agent_threads._ids import validate_id
+from agent_threads.core.ids import validate_id
 from agent_threads.errors import ConflictError, StoreCorruptedError
 from agent_threads.stores.base import (
     Record,

@@ -15,7 +15,7 @@ import aiosqlite
 import anyio
 from pydantic import ValidationError
 
-from agent_threads._ids import validate_digest, validate_id
+from agent_threads.core.ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores.base import (
     Record,

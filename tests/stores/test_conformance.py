@@ -40,7 +40,7 @@ from agent_threads import (
     ThreadStore,
     Usage,
 )
-from agent_threads._ids import new_id
+from agent_threads.core.ids import new_id
 
 from .conftest import ReopenStore, StoreFactory
 

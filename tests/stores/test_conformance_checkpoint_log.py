@@ -10,10 +10,10 @@ import anyio
 from pydantic import JsonValue
 
 from agent_threads import ChatMessageThread, Checkpoint, ConflictError, Message, ThreadStore
-from agent_threads._ids import new_id
-from agent_threads.checkpoints import LOGS_KEY, log_ranges
+from agent_threads.core.ids import new_id
 from agent_threads.stores.base import Row, collect_garbage
-from agent_threads.thread import THREAD_KIND
+from agent_threads.threads.base import THREAD_KIND
+from agent_threads.timetravel.checkpoints import LOGS_KEY, log_ranges
 
 from .conftest import ReopenStore
 

@@ -32,9 +32,9 @@ from hypothesis.stateful import (
 )
 
 from agent_threads import AgentThread, ChatMessageThread, Checkpoint, Message, Usage
-from agent_threads._ids import new_id
-from agent_threads.checkpoints import ROLLBACK_LABEL
-from agent_threads.thread import THREAD_KIND
+from agent_threads.core.ids import new_id
+from agent_threads.threads.base import THREAD_KIND
+from agent_threads.timetravel.checkpoints import ROLLBACK_LABEL
 
 from .conftest import StoreFactory
 

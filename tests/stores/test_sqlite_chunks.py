@@ -22,7 +22,7 @@ from agent_threads import (
     SQLiteStore,
     StoreCorruptedError,
 )
-from agent_threads._ids import MAX_ID_LENGTH
+from agent_threads.core.ids import MAX_ID_LENGTH
 from agent_threads.stores import sqlite as sqlite_module
 
 from .test_conformance import HOSTILE_IDS

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from agent_threads import Message, SQLiteStore, StepRecord, tool_call
-from workflows import END, Step, StepContext, StepResult, Workflow, step
+from agent_threads.workflows import END, Step, StepContext, StepResult, Workflow, step
 
 RESEARCHERS = ("r1", "r2", "r3", "r4")
 MESSAGES = {"plan": 2, "write": 2, "review": 1, **dict.fromkeys(RESEARCHERS, 3)}

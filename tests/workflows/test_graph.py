@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from agent_threads import ImmutableState, StepRecord, StepTask
-from workflows import END, Step, StepContext, Workflow, as_step, step
+from agent_threads.workflows import END, Step, StepContext, Workflow, as_step, step
 
 
 async def noop(ctx: StepContext) -> Any:

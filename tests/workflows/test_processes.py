@@ -19,7 +19,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent_threads import SQLiteStore, ThreadNotFoundError, WorkflowThread
-from workflows import CRASHED
+from agent_threads.workflows import CRASHED
 
 from ._crash_worker import MESSAGES, RESEARCHERS, approval, team
 

@@ -15,7 +15,7 @@ from agent_threads import (
     ThreadStore,
     WorkflowThread,
 )
-from workflows import CRASHED, END, StepContext, StepResult, Workflow, step
+from agent_threads.workflows import CRASHED, END, StepContext, StepResult, Workflow, step
 
 
 def texts(messages: Any) -> list[str]:

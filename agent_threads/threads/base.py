@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent_threads._ids import new_id, validate_id
+from agent_threads.core.ids import new_id, validate_id
+from agent_threads.core.pieces import Ranges
 from agent_threads.errors import (
     ConflictError,
     MessageNotFoundError,
@@ -26,15 +27,14 @@ from agent_threads.errors import (
     StoreCorruptedError,
     ThreadNotFoundError,
 )
-from agent_threads.log import Ranges
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import LOGS_KEY, Record, ThreadStore, validate_tag
 from agent_threads.stores.memory import MemoryStore
 
 if TYPE_CHECKING:  # checkpoints.py builds on this module; methods below import it when called
-    from agent_threads._history import LoadedHistory
-    from agent_threads.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
+    from agent_threads.timetravel.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
+    from agent_threads.timetravel.history import LoadedHistory
 
 SCHEMA_VERSION = 2
 """Version of the thread record this code writes (2: checkpoints in a log, see `logs`).
@@ -458,7 +458,7 @@ class AgentThread(ABC):
         Raises:
             ThreadNotFoundError: it was already deleted.
         """
-        from agent_threads.checkpoints import delete_checkpoints
+        from agent_threads.timetravel.checkpoints import delete_checkpoints
 
         async with self._lock:
             if not await self._store.delete_record(THREAD_KIND, self.id):
@@ -525,14 +525,14 @@ class AgentThread(ABC):
             ConflictError: other writers kept moving the thread (16 attempts), or this is
                 an unsaved copy whose id another thread took.
         """
-        from agent_threads.checkpoints import save_checkpoint
+        from agent_threads.timetravel.checkpoints import save_checkpoint
 
         async with self._lock:
             return await save_checkpoint(self, label=label, metadata=metadata)
 
     async def checkpoints(self) -> list[Checkpoint]:
         """Every checkpoint of the thread, oldest first (automatic ones included)."""
-        from agent_threads.checkpoints import list_checkpoints
+        from agent_threads.timetravel.checkpoints import list_checkpoints
 
         return await list_checkpoints(self)
 
@@ -542,7 +542,7 @@ class AgentThread(ABC):
         Raises:
             CheckpointNotFoundError: the thread has no such checkpoint.
         """
-        from agent_threads.checkpoints import find_checkpoint
+        from agent_threads.timetravel.checkpoints import find_checkpoint
 
         return await find_checkpoint(self, id_or_label)
 
@@ -562,7 +562,7 @@ class AgentThread(ABC):
             CheckpointNotFoundError: the thread has no such checkpoint.
             MessageNotFoundError: the thread holds no message `message_id`.
         """
-        from agent_threads.checkpoints import snapshot
+        from agent_threads.timetravel.checkpoints import snapshot
 
         async with self._lock:
             return await snapshot(self, checkpoint, message_id)
@@ -584,7 +584,7 @@ class AgentThread(ABC):
             MessageNotFoundError: the thread holds no message `message_id`.
             ConflictError: other writers kept moving the thread.
         """
-        from agent_threads.checkpoints import rollback
+        from agent_threads.timetravel.checkpoints import rollback
 
         async with self._lock:
             return await rollback(self, checkpoint, message_id)
@@ -594,7 +594,7 @@ class AgentThread(ABC):
 
         Stops at a deleted ancestor (listed with `deleted=True`: its own parent is unknown).
         """
-        from agent_threads.checkpoints import lineage
+        from agent_threads.timetravel.checkpoints import lineage
 
         return await lineage(self)
 
@@ -667,7 +667,7 @@ class AgentThread(ABC):
 
     async def _read_history(self) -> LoadedHistory:
         """Read the history from the store, and hold it if this handle holds one."""
-        from agent_threads._history import load_history
+        from agent_threads.timetravel.history import load_history
 
         held = self._history
         history = await load_history(self, None if held is None else held.states)
@@ -698,7 +698,7 @@ class AgentThread(ABC):
             **self._export_content(),
         }
         if history is not None:
-            from agent_threads._history import history_section
+            from agent_threads.timetravel.history import history_section
 
             document["history"] = history_section(self, history)
         return document

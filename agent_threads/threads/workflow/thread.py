@@ -16,38 +16,21 @@ from typing import Any, Self
 
 from pydantic import JsonValue, ValidationError
 
-from agent_threads import _workflow_travel as travel
-from agent_threads import log
-from agent_threads._ids import new_id, validate_id
-from agent_threads._step_log import StepLog, append_records, read_records
-from agent_threads._workflow_export import export_content, import_parts
-from agent_threads._workflow_records import (
-    MAIN,
-    agent_name,
-    check_key,
-    initial_data,
-    new_sub_thread,
-)
-from agent_threads.chat import ChatMessageThread
-from agent_threads.checkpoints import Checkpoint
+from agent_threads.core import pieces
+from agent_threads.core.ids import new_id, validate_id
 from agent_threads.errors import (
     ConflictError,
     StoreCorruptedError,
     SubThreadNotFoundError,
     ThreadNotFoundError,
 )
-from agent_threads.execution import (
-    ExecutionData,
-    ExecutionState,
-    RunStatus,
-    StepRecord,
-    StepTask,
-)
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, ThreadStore
 from agent_threads.stores.memory import MemoryStore
-from agent_threads.thread import THREAD_KIND, AgentThread, put_new
-from agent_threads.workflow_checkpoints import (
+from agent_threads.threads.base import THREAD_KIND, AgentThread, put_new
+from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.workflow import travel
+from agent_threads.threads.workflow.checkpoints import (
     WORKFLOW_CHECKPOINT_KIND,
     CutMaker,
     StoredCut,
@@ -56,6 +39,23 @@ from agent_threads.workflow_checkpoints import (
     find_cut,
     list_cuts,
 )
+from agent_threads.threads.workflow.execution import (
+    ExecutionData,
+    ExecutionState,
+    RunStatus,
+    StepRecord,
+    StepTask,
+)
+from agent_threads.threads.workflow.export import export_content, import_parts
+from agent_threads.threads.workflow.records import (
+    MAIN,
+    agent_name,
+    check_key,
+    initial_data,
+    new_sub_thread,
+)
+from agent_threads.threads.workflow.step_log import StepLog, append_records, read_records
+from agent_threads.timetravel.checkpoints import Checkpoint
 
 _WRITE_ATTEMPTS = 16
 
@@ -278,10 +278,12 @@ class WorkflowThread(AgentThread):
     async def _adopt(self, record: Record) -> None:
         old_ranges = self._log.ranges
         await super()._adopt(record)
-        shared = log.common_prefix(old_ranges, self._log.ranges)
-        if shared == len(self._closed) == log.length(old_ranges):
+        shared = pieces.common_prefix(old_ranges, self._log.ranges)
+        if shared == len(self._closed) == pieces.length(old_ranges):
             self._closed.extend(
-                await read_records(self._store, log.slice_ranges(self._log.ranges, shared, 1 << 62))
+                await read_records(
+                    self._store, pieces.slice_ranges(self._log.ranges, shared, 1 << 62)
+                )
             )
         else:
             self._closed = await read_records(self._store, self._log.ranges)

@@ -15,8 +15,8 @@ from typing import Any, Literal, cast, overload
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
-from agent_threads._ids import new_id
-from agent_threads._sequence import SequenceView
+from agent_threads.core.ids import new_id
+from agent_threads.core.sequence import SequenceView
 from agent_threads.state import ImmutableState
 
 StepStatus = Literal["pending", "running", "completed", "failed", "interrupted"]

@@ -97,6 +97,7 @@ class Entry:
 
 
 def checked_count(counter: Counter, message: Message) -> int:
+    """The counter's token count for `message`, checked to be a non-negative int."""
     tokens = counter.count(message)
     if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
         raise TypeError(

@@ -16,16 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent_threads._ids import validate_id
-from agent_threads._step_log import StepLog
-from agent_threads.chat import ChatMessageThread
-from agent_threads.checkpoints import (
-    Checkpoint,
-    CheckpointReason,
-    Point,
-    ThreadSnapshot,
-    clean_label,
-)
+from agent_threads.core.ids import validate_id
 from agent_threads.errors import (
     CheckpointNotFoundError,
     InvalidIdError,
@@ -33,13 +24,22 @@ from agent_threads.errors import (
     StoreCorruptedError,
     SubThreadNotFoundError,
 )
-from agent_threads.execution import ExecutionData, ExecutionState, RunStatus
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record
-from agent_threads.thread import clean_metadata
+from agent_threads.threads.base import clean_metadata
+from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.workflow.execution import ExecutionData, ExecutionState, RunStatus
+from agent_threads.threads.workflow.step_log import StepLog
+from agent_threads.timetravel.checkpoints import (
+    Checkpoint,
+    CheckpointReason,
+    Point,
+    ThreadSnapshot,
+    clean_label,
+)
 
 if TYPE_CHECKING:
-    from agent_threads.workflow_thread import WorkflowThread
+    from agent_threads.threads.workflow.thread import WorkflowThread
 
 WORKFLOW_CHECKPOINT_KIND = "workflow_checkpoint"
 """The store record kind of workflow checkpoints; `Record.owner` is the workflow id."""

@@ -10,9 +10,9 @@ from bisect import bisect_left
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from agent_threads._condensed import Condensed, Counter, Entry, checked_count
 from agent_threads.errors import ContextOverflowError
 from agent_threads.messages import Message, ToolCallPart, ToolResultPart
+from agent_threads.views.condensed import Condensed, Counter, Entry, checked_count
 
 
 class Prefix:

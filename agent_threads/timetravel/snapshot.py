@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
-from agent_threads import log
+from agent_threads.core import pieces
+from agent_threads.core.pieces import Ranges
 from agent_threads.errors import ConflictError, NotLoadedError, ReadOnlyError
-from agent_threads.log import Ranges
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
-from agent_threads.thread import AgentThread, ThreadStats
+from agent_threads.threads.base import AgentThread, ThreadStats
 
 if TYPE_CHECKING:
-    from agent_threads.checkpoints import Checkpoint
+    from agent_threads.timetravel.checkpoints import Checkpoint
 
 ThreadT = TypeVar("ThreadT", bound=AgentThread)
 
@@ -40,7 +40,7 @@ class Point:
 
     @property
     def count(self) -> int:
-        return log.length(self.ranges)
+        return pieces.length(self.ranges)
 
 
 async def fork_point(
@@ -164,7 +164,7 @@ class ThreadSnapshot(Generic[ThreadT]):
     async def get_messages(self, start: int = 0, end: int | None = None) -> list[Message]:
         """Messages `start <= i < end` (slice semantics), read from the store if needed."""
         lo, hi, _ = slice(start, end).indices(self._point.count)
-        return list(await self._thread._read_ranges(log.slice_ranges(self.ranges, lo, hi)))
+        return list(await self._thread._read_ranges(pieces.slice_ranges(self.ranges, lo, hi)))
 
     async def fork(
         self,

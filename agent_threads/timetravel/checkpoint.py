@@ -24,10 +24,10 @@ from typing import Any, Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from agent_threads import log
-from agent_threads._ids import id_time, pack_digest, pack_id, unpack_digest, unpack_id
-from agent_threads.log import Range, Ranges
-from agent_threads.thread import ThreadStats
+from agent_threads.core import pieces
+from agent_threads.core.ids import id_time, pack_digest, pack_id, unpack_digest, unpack_id
+from agent_threads.core.pieces import Range, Ranges
+from agent_threads.threads.base import ThreadStats
 
 CheckpointReason = Literal["manual", "auto", "rollback"]
 """Why a checkpoint exists: asked for, one per batch (`auto_checkpoint=True`), or saved by
@@ -64,16 +64,16 @@ class Checkpoint(BaseModel):
 
     @model_validator(mode="after")
     def _count_matches_ranges(self) -> Self:
-        if log.length(self.piece_table) != self.message_count:
+        if pieces.length(self.piece_table) != self.message_count:
             raise ValueError(
                 f"message_count {self.message_count} differs from the"
-                f" {log.length(self.piece_table)} messages its ranges hold"
+                f" {pieces.length(self.piece_table)} messages its ranges hold"
             )
         return self
 
     @property
     def piece_table(self) -> Ranges:
-        """`ranges` as `log.Range` values."""
+        """`ranges` as `pieces.Range` values."""
         return tuple(Range(*r) for r in self.ranges)
 
 
@@ -146,7 +146,7 @@ def _decode(row: Any, thread_id: str) -> Checkpoint:
         label=row.get("l"),
         reason=reason,
         created_at=created_at,
-        message_count=log.length(Range(*r) for r in ranges),
+        message_count=pieces.length(Range(*r) for r in ranges),
         last_message_id=None if last is None else unpack_id(last),
         metadata=row.get("x", {}),
         stats=ThreadStats(**dict(zip(_STATS, stats, strict=False))),

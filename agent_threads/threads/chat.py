@@ -8,17 +8,9 @@ from typing import Any, Self
 
 from pydantic import JsonValue, ValidationError
 
-from agent_threads import log
-from agent_threads._history import (
-    LoadedHistory,
-    load_history,
-    read_history,
-    started_history,
-    store_history,
-)
-from agent_threads._ids import new_id
-from agent_threads._segment_cache import MessageList, SegmentCache
-from agent_threads.checkpoints import save_checkpoint
+from agent_threads.core import pieces
+from agent_threads.core.ids import new_id
+from agent_threads.core.pieces import OpenSegment, Range, Ranges
 from agent_threads.errors import (
     ConflictError,
     DuplicateMessageError,
@@ -26,13 +18,21 @@ from agent_threads.errors import (
     NotLoadedError,
     StoreCorruptedError,
 )
-from agent_threads.log import OpenSegment, Range, Ranges
 from agent_threads.messages import MESSAGES_ADAPTER, Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, ThreadStore
 from agent_threads.stores.memory import MemoryStore
-from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats, put_new
-from agent_threads.views import ContextView, TokenCounter, ViewCache
+from agent_threads.threads.base import THREAD_KIND, AgentThread, ThreadStats, put_new
+from agent_threads.threads.segment_cache import MessageList, SegmentCache
+from agent_threads.timetravel.checkpoints import save_checkpoint
+from agent_threads.timetravel.history import (
+    LoadedHistory,
+    load_history,
+    read_history,
+    started_history,
+    store_history,
+)
+from agent_threads.views.context import ContextView, TokenCounter, ViewCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ def _log_data(ranges: Ranges, open_segment: OpenSegment | None) -> dict[str, Jso
     )
     return {
         "ranges": [r.to_json() for r in ranges],
-        "head": log.length(ranges),
+        "head": pieces.length(ranges),
         "segment": segment,
     }
 
@@ -190,7 +190,7 @@ class ChatMessageThread(AgentThread):
     @property
     def head(self) -> int:
         """The number of messages in the thread."""
-        return log.length(self._ranges)
+        return pieces.length(self._ranges)
 
     @property
     def ranges(self) -> Ranges:
@@ -227,7 +227,7 @@ class ChatMessageThread(AgentThread):
         lazily loaded thread cost K row reads whatever its length.
         """
         lo, hi, _ = slice(start, end).indices(self.head)
-        wanted = log.slice_ranges(self._ranges, lo, hi)
+        wanted = pieces.slice_ranges(self._ranges, lo, hi)
         await self._fill_cache(wanted)
         return list(self._cache.iterate(wanted))
 
@@ -264,7 +264,7 @@ class ChatMessageThread(AgentThread):
             else self._cache.places(message_id)
         )
         for segment_id, position in places:
-            index = log.index_of(self._ranges, segment_id, position)
+            index = pieces.index_of(self._ranges, segment_id, position)
             if index is not None:
                 return index
         return None
@@ -401,17 +401,17 @@ class ChatMessageThread(AgentThread):
     ) -> _AppendPlan:
         head = self.head
         owned = self._open_segment
-        if not force_new and owned is not None and log.can_extend(self._ranges, owned):
+        if not force_new and owned is not None and pieces.can_extend(self._ranges, owned):
             return self._plan_at_head(owned.segment_id, batch, rows)
         segment_id = new_id()
-        start = log.consolidation_start(self._ranges)
+        start = pieces.consolidation_start(self._ranges)
         if start is None:
             return self._plan_at_head(segment_id, batch, rows)
-        moved = await self.get_messages(start, head)  # amortized: see log.consolidation_start
+        moved = await self.get_messages(start, head)  # amortized: see pieces.consolidation_start
         all_messages = moved + batch
         all_rows = _rows(moved) + rows
         end = start + len(all_messages)
-        ranges = (*log.prefix(self._ranges, start), Range(segment_id, start, end))
+        ranges = (*pieces.prefix(self._ranges, start), Range(segment_id, start, end))
         return _AppendPlan(
             segment_id, start, all_rows, all_messages, ranges, OpenSegment(segment_id, end)
         )
@@ -419,7 +419,7 @@ class ChatMessageThread(AgentThread):
     def _plan_at_head(self, segment_id: str, batch: list[Message], rows: list[Row]) -> _AppendPlan:
         """Write the batch into `segment_id` at the thread's head."""
         head = self.head
-        ranges = log.extend(self._ranges, segment_id, head, len(batch))
+        ranges = pieces.extend(self._ranges, segment_id, head, len(batch))
         open_segment = OpenSegment(segment_id, head + len(batch))
         return _AppendPlan(segment_id, head, rows, batch, ranges, open_segment)
 
@@ -451,7 +451,7 @@ class ChatMessageThread(AgentThread):
         """
         async with self._lock:
             count = self.head if message_id is None else await self.index_of(message_id) + 1
-            ranges = log.prefix(self._ranges, count)
+            ranges = pieces.prefix(self._ranges, count)
             last = (await self.get_messages(count - 1, count))[0] if count else None
             stats = ThreadStats()
             if not reset_stats:
@@ -510,7 +510,7 @@ class ChatMessageThread(AgentThread):
 
     def _rollback_data(self, ranges: Ranges) -> dict[str, JsonValue]:
         # the open segment stays: appends after the last range's end open a new segment
-        return {"ranges": [r.to_json() for r in ranges], "head": log.length(ranges)}
+        return {"ranges": [r.to_json() for r in ranges], "head": pieces.length(ranges)}
 
     def _fork_data(self, ranges: Ranges) -> dict[str, JsonValue]:
         return {**_log_data(ranges, None), "auto_checkpoint": self.auto_checkpoint}
@@ -546,7 +546,7 @@ class ChatMessageThread(AgentThread):
         history = read_history(document)
         pool = [*messages, *history.messages]  # the thread now, then what only checkpoints reach
         segment_id = new_id()
-        ranges = log.extend((), segment_id, 0, len(messages))
+        ranges = pieces.extend((), segment_id, 0, len(messages))
         open_segment = OpenSegment(segment_id, len(pool)) if pool else None
         state = ImmutableState(document.get("state") or {})
         handle_state_digest = await store.put_blob(state.to_json_bytes()) if state else None

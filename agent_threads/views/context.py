@@ -26,11 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
-from agent_threads import log
-from agent_threads._condensed import Condensed, NeedsRebuild
-from agent_threads._view_tail import TailSource, tail_select
-from agent_threads._view_window import Limits, Prefix, Selection, select
-from agent_threads.log import Ranges
+from agent_threads.core import pieces
+from agent_threads.core.pieces import Ranges
 from agent_threads.messages import (
     DataPart,
     Message,
@@ -41,6 +38,9 @@ from agent_threads.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from agent_threads.views.condensed import Condensed, NeedsRebuild
+from agent_threads.views.tail import TailSource, tail_select
+from agent_threads.views.window import Limits, Prefix, Selection, select
 
 if TYPE_CHECKING:
     import tiktoken
@@ -346,12 +346,12 @@ class ViewCache:
     async def _update(self, thread: ViewSource) -> Condensed:
         """Fold in the messages appended since the watermark, or rebuild if the ranges moved."""
         ranges = thread.ranges
-        known = log.length(self._ranges)
+        known = pieces.length(self._ranges)
         condensed = self._condensed
-        if condensed is None or log.common_prefix(self._ranges, ranges) < known:
-            condensed = self._rebuild(await thread.get_messages(0, log.length(ranges)))
+        if condensed is None or pieces.common_prefix(self._ranges, ranges) < known:
+            condensed = self._rebuild(await thread.get_messages(0, pieces.length(ranges)))
         else:
-            new = await thread.get_messages(known, log.length(ranges))
+            new = await thread.get_messages(known, pieces.length(ranges))
             condensed = self._fold(condensed, new)
         self._condensed, self._ranges = condensed, ranges
         return condensed

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue, ValidationError
 
-from agent_threads import log
-from agent_threads._ids import new_id
+from agent_threads.core import pieces
+from agent_threads.core.ids import new_id
+from agent_threads.core.pieces import OpenSegment, Range, Ranges
 from agent_threads.errors import ConflictError, StoreCorruptedError
-from agent_threads.execution import StepRecord
-from agent_threads.log import OpenSegment, Range, Ranges
 from agent_threads.stores.base import Record, Row, ThreadStore
+from agent_threads.threads.workflow.execution import StepRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class StepLog:
     @property
     def length(self) -> int:
         """How many records the log holds."""
-        return log.length(self.ranges)
+        return pieces.length(self.ranges)
 
     def to_data(self) -> dict[str, JsonValue]:
         """The record keys that hold the log (`ranges` keeps segments alive in vacuum)."""
@@ -105,7 +105,7 @@ async def append_records(
         return step_log
     head = step_log.length
     rows = [Row(r.id, r.model_dump_json()) for r in records]
-    if log.can_extend(step_log.ranges, step_log.open_segment):
+    if pieces.can_extend(step_log.ranges, step_log.open_segment):
         assert step_log.open_segment is not None
         segment_id = step_log.open_segment.segment_id
         try:
@@ -113,15 +113,17 @@ async def append_records(
             return _extended(step_log.ranges, segment_id, head, len(rows))
         except ConflictError:
             pass  # rows a crashed attempt left at these positions: open a new segment
-    start = log.consolidation_start(step_log.ranges)
+    start = pieces.consolidation_start(step_log.ranges)
     if start is None:
         start = head
     moved = [Row(r.id, r.model_dump_json()) for r in closed[start:head]]
     segment_id = new_id()
     await store.append_rows(segment_id, start, moved + rows)
-    return _extended(log.prefix(step_log.ranges, start), segment_id, start, len(moved) + len(rows))
+    return _extended(
+        pieces.prefix(step_log.ranges, start), segment_id, start, len(moved) + len(rows)
+    )
 
 
 def _extended(ranges: Ranges, segment_id: str, start: int, count: int) -> StepLog:
-    new_ranges = log.extend(ranges, segment_id, start, count)
+    new_ranges = pieces.extend(ranges, segment_id, start, count)
     return StepLog(new_ranges, OpenSegment(segment_id, start + count))

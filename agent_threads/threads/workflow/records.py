@@ -6,11 +6,11 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue
 
-from agent_threads._step_log import StepLog
-from agent_threads.chat import ChatMessageThread
 from agent_threads.errors import InvalidIdError
-from agent_threads.execution import ExecutionData
 from agent_threads.stores.base import ThreadStore, validate_tag
+from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.workflow.execution import ExecutionData
+from agent_threads.threads.workflow.step_log import StepLog
 
 MAIN = "main"
 """The default sub-thread key."""

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agent_threads._workflow_records import check_key
-from agent_threads.chat import ChatMessageThread
-from agent_threads.execution import ExecutionData, StepRecord
 from agent_threads.stores.base import ThreadStore
-from agent_threads.thread import AgentThread
+from agent_threads.threads.base import AgentThread
+from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.workflow.execution import ExecutionData, StepRecord
+from agent_threads.threads.workflow.records import check_key
 
 if TYPE_CHECKING:
-    from agent_threads.workflow_thread import WorkflowThread
+    from agent_threads.threads.workflow.thread import WorkflowThread
 
 
 def export_content(workflow: WorkflowThread) -> dict[str, Any]:

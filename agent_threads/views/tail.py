@@ -15,10 +15,10 @@ import heapq
 from collections.abc import AsyncIterator, Hashable
 from typing import Protocol
 
-from agent_threads._condensed import Counter, Entry, Intervals, counter_key
-from agent_threads._view_window import Limits, Prefix, Selection
 from agent_threads.errors import MessageNotFoundError
 from agent_threads.messages import Message, SummaryPart
+from agent_threads.views.condensed import Counter, Entry, Intervals, counter_key
+from agent_threads.views.window import Limits, Prefix, Selection
 
 PAGE = 64
 """Messages read from the store at a time, walking back."""

@@ -22,8 +22,8 @@ from agent_threads import (
     ThreadStore,
     WorkflowThread,
 )
-from workflows.context import StepContext
-from workflows.runner import StepObserver, resume_run, start_run
+from agent_threads.workflows.context import StepContext
+from agent_threads.workflows.runner import StepObserver, resume_run, start_run
 
 END = "__end__"
 """A router returns this (or None) to end its path."""

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from typing import overload
 
-from agent_threads import log
-from agent_threads._sequence import SequenceView
-from agent_threads.log import Range
+from agent_threads.core import pieces
+from agent_threads.core.pieces import Range
+from agent_threads.core.sequence import SequenceView
 from agent_threads.messages import Message
 
 
@@ -159,7 +159,7 @@ class MessageList(SequenceView[Message]):
     def __init__(self, cache: SegmentCache, ranges: Sequence[Range]) -> None:
         self._cache = cache
         self._ranges = tuple(ranges)
-        self._length = log.length(ranges)
+        self._length = pieces.length(ranges)
 
     def __len__(self) -> int:
         return self._length
@@ -175,12 +175,12 @@ class MessageList(SequenceView[Message]):
             start, stop, step = index.indices(self._length)
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
-            return list(self._cache.iterate(log.slice_ranges(self._ranges, start, stop)))
+            return list(self._cache.iterate(pieces.slice_ranges(self._ranges, start, stop)))
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:
             raise IndexError(f"message index {index} out of range (length {self._length})")
-        return self._cache.get(*log.locate(self._ranges, index))
+        return self._cache.get(*pieces.locate(self._ranges, index))
 
     def __iter__(self) -> Iterator[Message]:
         return self._cache.iterate(self._ranges)

@@ -26,10 +26,10 @@ from agent_threads import (
     ThreadStore,
     WorkflowThread,
 )
-from workflows.context import StepContext, StepInterrupt, StepResult
+from agent_threads.workflows.context import StepContext, StepInterrupt, StepResult
 
 if TYPE_CHECKING:
-    from workflows.graph import Step, Workflow
+    from agent_threads.workflows.graph import Step, Workflow
 
 StepObserver = Callable[[StepRecord], Awaitable[None] | None]
 """Called with each step record as it changes (for progress displays)."""

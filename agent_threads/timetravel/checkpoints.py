@@ -14,7 +14,7 @@ A rollback deletes nothing: it records the current head as an automatic checkpoi
 labelled `ROLLBACK_LABEL` (rolling back to that one undoes the rollback) and publishes
 the target's ranges, state and stats in the same compare-and-set on the thread record,
 the arbiter appends use. The thread keeps its open segment, so the next append opens a
-new one instead of writing over the abandoned messages (see `log.can_extend`).
+new one instead of writing over the abandoned messages (see `pieces.can_extend`).
 
 Threads written before checkpoint logs (record version 1) kept each checkpoint as a
 record of kind `CHECKPOINT_KIND`; those are still read, and moved into the log by the
@@ -33,15 +33,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
-from agent_threads import log
-from agent_threads._checkpoint_log import (
-    Checkpoint,
-    CheckpointReason,
-    decode_row,
-    encode_row,
-    new_checkpoint_time,
-)
-from agent_threads._ids import new_id, validate_id
+from agent_threads.core import pieces
+from agent_threads.core.ids import new_id, validate_id
+from agent_threads.core.pieces import Range, Ranges
 from agent_threads.errors import (
     CheckpointNotFoundError,
     ConflictError,
@@ -49,17 +43,23 @@ from agent_threads.errors import (
     SchemaVersionError,
     StoreCorruptedError,
 )
-from agent_threads.log import Range, Ranges
-from agent_threads.snapshots import Point, ThreadSnapshot, ThreadT
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import LOGS_KEY, Record, Row, record_logs, validate_tag
-from agent_threads.thread import (
+from agent_threads.threads.base import (
     SCHEMA_VERSION,
     THREAD_KIND,
     AgentThread,
     ThreadStats,
     clean_metadata,
 )
+from agent_threads.timetravel.checkpoint import (
+    Checkpoint,
+    CheckpointReason,
+    decode_row,
+    encode_row,
+    new_checkpoint_time,
+)
+from agent_threads.timetravel.snapshot import Point, ThreadSnapshot, ThreadT
 
 CHECKPOINT_KIND = "checkpoint"
 """The record kind checkpoints had before they moved into checkpoint logs (still read)."""
@@ -194,7 +194,7 @@ async def _plan(
     """Where the rows go: after the log's end, or at the start of a new log segment.
 
     A new segment is opened for the first checkpoint and when the end is taken; a log
-    that reached `log.MAX_RANGES` ranges is copied into it whole (rare: every range
+    that reached `pieces.MAX_RANGES` ranges is copied into it whole (rare: every range
     after the first stands for a lost race or a crash).
     """
     if logs and not force_new:
@@ -202,11 +202,11 @@ async def _plan(
         return (
             last.segment_id,
             last.end,
-            log.extend(logs, last.segment_id, last.end, len(rows)),
+            pieces.extend(logs, last.segment_id, last.end, len(rows)),
             rows,
         )
     segment_id = new_id()
-    if len(logs) >= log.MAX_RANGES:
+    if len(logs) >= pieces.MAX_RANGES:
         old: list[Row] = []
         for r in logs:
             texts = await thread.store.read_rows(r.segment_id, r.start, r.end)
@@ -214,7 +214,7 @@ async def _plan(
                 Row(_decode(thread, t, r.segment_id, p).id, t) for p, t in enumerate(texts, r.start)
             ]
         rows, logs = [*old, *rows], ()
-    return segment_id, 0, log.extend(logs, segment_id, 0, len(rows)), rows
+    return segment_id, 0, pieces.extend(logs, segment_id, 0, len(rows)), rows
 
 
 async def _publish_log(
@@ -262,10 +262,10 @@ async def _current_checkpoint(
 ) -> Checkpoint:
     """The handle as it is now, as a new checkpoint; O(number of ranges)."""
     ranges = thread._content_ranges()
-    count = log.length(ranges)
+    count = pieces.length(ranges)
     last = None
     if count:
-        last = (await thread._read_ranges(log.slice_ranges(ranges, count - 1, count)))[0].id
+        last = (await thread._read_ranges(pieces.slice_ranges(ranges, count - 1, count)))[0].id
     checkpoint_id = new_id()
     return Checkpoint(
         id=checkpoint_id,
@@ -394,7 +394,7 @@ def checkpoint_from_record(record: Record) -> Checkpoint:
         ranges = data.get("ranges") or []
         if not isinstance(blobs, list) or len(blobs) > 1 or not isinstance(ranges, list):
             raise ValueError(f"blobs {blobs!r} or ranges {ranges!r} malformed")
-        count = log.length(Range.from_json(r) for r in ranges)
+        count = pieces.length(Range.from_json(r) for r in ranges)
         return Checkpoint.model_validate(
             {
                 **data,
@@ -454,9 +454,9 @@ async def _point_at_message(thread: AgentThread, message_id: str) -> Point:
     are that point's plus the messages after it.
     """
     count = await thread._index_of(message_id) + 1
-    target = log.prefix(thread._content_ranges(), count)
+    target = pieces.prefix(thread._content_ranges(), count)
     base = _nearest_base(target, await _known_points(thread))
-    added = await thread._read_ranges(log.slice_ranges(target, base.count, count))
+    added = await thread._read_ranges(pieces.slice_ranges(target, base.count, count))
     return Point(target, base.state_digest, base.stats.add(added), message_id)
 
 
@@ -495,7 +495,7 @@ def _nearest_base(target: Ranges, points: Sequence[Point]) -> Point:
     """The longest point that is a prefix of `target`; the newest one among equals."""
     best = points[0]
     for point in points:
-        if best.count <= point.count <= log.length(target) and _is_prefix(point.ranges, target):
+        if best.count <= point.count <= pieces.length(target) and _is_prefix(point.ranges, target):
             best = point
     return best
 

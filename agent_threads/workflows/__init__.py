@@ -7,9 +7,9 @@ ends with a workflow checkpoint, so a crashed, cancelled, failed or paused run
 continues with `await workflow.resume(thread, store=...)`, running only what is left.
 """
 
-from workflows.context import StepContext, StepInterrupt, StepResult
-from workflows.graph import END, Router, Step, StepFunction, Workflow, as_step, step
-from workflows.runner import CRASHED, StepObserver
+from agent_threads.workflows.context import StepContext, StepInterrupt, StepResult
+from agent_threads.workflows.graph import END, Router, Step, StepFunction, Workflow, as_step, step
+from agent_threads.workflows.runner import CRASHED, StepObserver
 
 __all__ = [
     "CRASHED",

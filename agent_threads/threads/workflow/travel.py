@@ -7,25 +7,30 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import JsonValue
 
-from agent_threads import log
-from agent_threads._ids import new_id
-from agent_threads._step_log import StepLog, read_records
-from agent_threads._workflow_records import CREATED_LABEL, initial_data
-from agent_threads.chat import ChatMessageThread
-from agent_threads.checkpoints import ROLLBACK_LABEL
+from agent_threads.core import pieces
+from agent_threads.core.ids import new_id
 from agent_threads.errors import ConflictError
-from agent_threads.execution import ExecutionData, ExecutionState, RunStatus, StepRecord
 from agent_threads.state import ImmutableState
-from agent_threads.thread import put_new
-from agent_threads.workflow_checkpoints import (
+from agent_threads.threads.base import put_new
+from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.workflow.checkpoints import (
     StoredCut,
     WorkflowCheckpoint,
     WorkflowSnapshot,
     sub_thread_at,
 )
+from agent_threads.threads.workflow.execution import (
+    ExecutionData,
+    ExecutionState,
+    RunStatus,
+    StepRecord,
+)
+from agent_threads.threads.workflow.records import CREATED_LABEL, initial_data
+from agent_threads.threads.workflow.step_log import StepLog, read_records
+from agent_threads.timetravel.checkpoints import ROLLBACK_LABEL
 
 if TYPE_CHECKING:
-    from agent_threads.workflow_thread import WorkflowThread
+    from agent_threads.threads.workflow.thread import WorkflowThread
 
 WorkflowT = TypeVar("WorkflowT", bound="WorkflowThread")
 
@@ -40,7 +45,7 @@ async def snapshot(workflow: WorkflowT, cut: StoredCut) -> WorkflowSnapshot[Work
 
 async def closed_for(workflow: WorkflowThread, step_log: StepLog) -> tuple[list[StepRecord], int]:
     """The step records of `step_log`: a prefix of the workflow's when it is one, else read."""
-    if log.common_prefix(workflow._log.ranges, step_log.ranges) >= step_log.length:
+    if pieces.common_prefix(workflow._log.ranges, step_log.ranges) >= step_log.length:
         return workflow._closed, step_log.length
     records = await read_records(workflow.store, step_log.ranges)
     return records, len(records)

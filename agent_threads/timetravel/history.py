@@ -27,10 +27,16 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from agent_threads import log
-from agent_threads._checkpoint_log import encode_row
-from agent_threads._ids import new_id, validate_id
-from agent_threads.checkpoints import (
+from agent_threads.core import pieces
+from agent_threads.core.ids import new_id, validate_id
+from agent_threads.core.pieces import Range, Ranges
+from agent_threads.errors import ConflictError, StoreCorruptedError
+from agent_threads.messages import Message
+from agent_threads.state import ImmutableState
+from agent_threads.stores.base import Record, Row, ThreadStore
+from agent_threads.threads.base import THREAD_KIND, AgentThread, ThreadStats
+from agent_threads.timetravel.checkpoint import encode_row
+from agent_threads.timetravel.checkpoints import (
     LOGS_KEY,
     Checkpoint,
     CheckpointReason,
@@ -38,12 +44,6 @@ from agent_threads.checkpoints import (
     list_checkpoints,
     origin_point,
 )
-from agent_threads.errors import ConflictError, StoreCorruptedError
-from agent_threads.log import Range, Ranges
-from agent_threads.messages import Message
-from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, Row, ThreadStore
-from agent_threads.thread import THREAD_KIND, AgentThread, ThreadStats
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -158,7 +158,7 @@ def history_section(thread: AgentThread, history: LoadedHistory) -> dict[str, An
     pool = _Pool()
     current = thread._content_ranges()
     placed = pool.place(current, add=True)
-    if placed and placed != [[0, log.length(current)]]:
+    if placed and placed != [[0, pieces.length(current)]]:
         raise StoreCorruptedError(f"thread {thread.id!r}", detail="its ranges repeat a position")
     current_runs = len(pool.runs)
     entries = []
@@ -321,7 +321,7 @@ def _pool_ranges(
     for start, end in pairs:
         if not 0 <= start <= end <= len(pool):
             raise ValueError(f"{where}: range [{start}, {end}) outside its {len(pool)} messages")
-        ranges = log.extend(ranges, segment_id, start, end - start)
+        ranges = pieces.extend(ranges, segment_id, start, end - start)
     return ranges
 
 
@@ -346,7 +346,7 @@ def _imported_checkpoint(
     where = f"{where} checkpoint {entry.id!r}"
     ranges = _pool_ranges(entry.ranges, segment_id, pool, where)
     last = pool[ranges[-1].end - 1].id if ranges else None
-    if last != entry.last_message_id or log.length(ranges) != entry.message_count:
+    if last != entry.last_message_id or pieces.length(ranges) != entry.message_count:
         raise ValueError(f"{where}: its ranges do not end at message {entry.last_message_id!r}")
     return Checkpoint(
         id=entry.id,

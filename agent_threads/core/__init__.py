@@ -1,0 +1,1 @@
+"""The pure core: the piece table, typed records, id rules (no I/O)."""

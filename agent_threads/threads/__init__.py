@@ -1,0 +1,1 @@
+"""Thread handles: the AgentThread base, chat threads and workflow threads."""

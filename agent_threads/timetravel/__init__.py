@@ -1,0 +1,1 @@
+"""Time travel over a declared thread interface: checkpoints, snapshots, rollback, history."""
