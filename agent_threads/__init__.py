@@ -4,6 +4,8 @@ Threads of messages that can be appended, forked at any message in O(1), persist
 pluggable stores and resumed later.
 """
 
+import importlib.metadata
+
 from agent_threads.errors import (
     AgentThreadsError,
     CheckpointNotFoundError,
@@ -61,6 +63,9 @@ from agent_threads.views.context import (
     TiktokenCounter,
     TokenCounter,
 )
+
+# pyproject.toml holds the version; the installed metadata carries it here.
+__version__ = importlib.metadata.version("agent-threads-framework")
 
 __all__ = [
     "AgentThread",
