@@ -6,6 +6,7 @@ pluggable stores and resumed later.
 
 import importlib.metadata
 
+from agent_threads.core.records import ThreadStats
 from agent_threads.errors import (
     AgentThreadsError,
     CheckpointNotFoundError,
@@ -40,7 +41,7 @@ from agent_threads.stores.base import Record, Row, ThreadStore, VacuumReport
 from agent_threads.stores.jsonfile import JsonFileStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.stores.sqlite import SQLiteStore
-from agent_threads.threads.base import AgentThread, ThreadStats
+from agent_threads.threads.base import AgentThread
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.checkpoints import (
     SubThreadCut,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from agent_threads import ChatMessageThread, Checkpoint, Record, ThreadStore
 from agent_threads.core.ids import new_id
-from agent_threads.threads.base import THREAD_KIND
+from agent_threads.core.records import THREAD_KIND
 from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, checkpoint_from_record
 
 

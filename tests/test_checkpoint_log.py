@@ -19,8 +19,8 @@ from agent_threads.core.ids import (
     unpack_digest,
     unpack_id,
 )
+from agent_threads.core.records import THREAD_KIND, ThreadStats
 from agent_threads.stores.base import Row
-from agent_threads.threads.base import THREAD_KIND, ThreadStats
 from agent_threads.timetravel.checkpoint import decode_row, encode_row, new_checkpoint_time
 from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, log_ranges
 
@@ -153,11 +153,11 @@ async def test_rows_a_crash_left_past_the_log_end_are_skipped() -> None:
     thread = await ChatMessageThread.create(store)
     await thread.on_new_messages([Message.user("a")])
     first = await thread.checkpoint("first")
-    (log,) = log_ranges(thread._record)
+    (log,) = log_ranges(thread.record)
     await store.append_rows(log.segment_id, log.end, [Row(new_id(), '{"i":"~orphan"}')])
     second = await thread.checkpoint("second")
     assert await thread.checkpoints() == [first, second]
-    assert len(log_ranges(thread._record)) == 2  # the taken end sent it to a new segment
+    assert len(log_ranges(thread.record)) == 2  # the taken end sent it to a new segment
     fresh = await ChatMessageThread.load(thread.id, store=store)
     assert await fresh.get_checkpoint("second") == second
     assert (await fresh.at("first")).messages == thread.messages

@@ -23,8 +23,8 @@ from agent_threads import (
 )
 from agent_threads.core import pieces as piece_table
 from agent_threads.core.ids import new_id, pack_id
+from agent_threads.core.records import THREAD_KIND
 from agent_threads.stores.base import Row
-from agent_threads.threads.base import THREAD_KIND
 from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
 
 from .legacy_threads import make_legacy
@@ -263,11 +263,11 @@ async def test_a_log_of_max_ranges_is_copied_into_one_segment_and_reads_back() -
         if i % 7 == 0:
             await thread.update_state({"i": i})
         if made:  # a crash left a row past the log's end: the next one opens a segment
-            last = log_ranges(thread._record)[-1]
+            last = log_ranges(thread.record)[-1]
             await store.append_rows(last.segment_id, last.end, [Row(new_id(), '{"i":"~x"}')])
         made.append(await thread.checkpoint(f"cp{i}"))
-        assert len(log_ranges(thread._record)) <= piece_table.MAX_RANGES
-    assert len(log_ranges(thread._record)) < piece_table.MAX_RANGES // 2
+        assert len(log_ranges(thread.record)) <= piece_table.MAX_RANGES
+    assert len(log_ranges(thread.record)) < piece_table.MAX_RANGES // 2
     await store.vacuum(grace=0)
     fresh = await ChatMessageThread.load(thread.id, store=store, lazy=True)
     assert await fresh.checkpoints() == made

@@ -24,8 +24,8 @@ from agent_threads import (
     Usage,
 )
 from agent_threads.core.ids import new_id
+from agent_threads.core.records import THREAD_KIND
 from agent_threads.stores.base import Row, record_logs
-from agent_threads.threads.base import THREAD_KIND
 from agent_threads.timetravel.checkpoint import decode_row, encode_row
 from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, ROLLBACK_LABEL
 

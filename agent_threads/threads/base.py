@@ -1,7 +1,7 @@
 """AgentThread: the handle every kind of thread shares (identity, metadata, state, stats).
 
 A handle is bound to one store and caches the thread's record (with its version). All
-writes go through `_publish`, a compare-and-set on that record: a writer that loses
+writes go through `publish`, a compare-and-set on that record: a writer that loses
 the race re-reads the record and tries again, so two handles never overwrite each other.
 """
 
@@ -13,13 +13,23 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
+from typing import Any, ClassVar, Self
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import JsonValue
 
 from agent_threads.core.ids import new_id, validate_id
 from agent_threads.core.pieces import Ranges
+from agent_threads.core.records import (
+    SCHEMA_VERSION,
+    THREAD_KIND,
+    WRITE_ATTEMPTS,
+    ThreadStats,
+    clean_metadata,
+    put_new,
+    read_state,
+    thread_exists,
+)
 from agent_threads.errors import (
     ConflictError,
     MessageNotFoundError,
@@ -31,54 +41,24 @@ from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import LOGS_KEY, Record, ThreadStore, validate_tag
 from agent_threads.stores.memory import MemoryStore
-
-if TYPE_CHECKING:  # checkpoints.py builds on this module; methods below import it when called
-    from agent_threads.timetravel.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
-    from agent_threads.timetravel.history import LoadedHistory
-
-SCHEMA_VERSION = 2
-"""Version of the thread record this code writes (2: checkpoints in a log, see `logs`).
-
-Records of version 1 are read as they are; their checkpoints are records of their own
-until the first new checkpoint moves them into the log.
-"""
+from agent_threads.timetravel.checkpoint import Checkpoint
+from agent_threads.timetravel.checkpoints import (
+    Ancestor,
+    ThreadSnapshot,
+    delete_checkpoints,
+    find_checkpoint,
+    lineage,
+    list_checkpoints,
+    rollback,
+    save_checkpoint,
+    snapshot,
+)
+from agent_threads.timetravel.history import LoadedHistory, history_section, load_history
 
 EXPORT_SCHEMA_VERSION = 1
 """Version of the `to_json` format this code writes."""
 
-THREAD_KIND = "thread"
-"""The store record kind of every thread, whatever its type."""
-
 EXPORT_FORMAT = "agent-threads/thread"
-
-_WRITE_ATTEMPTS = 16
-"""Compare-and-set attempts for writes that cannot collide (metadata, state patches)."""
-
-
-class ThreadStats(BaseModel):
-    """What a thread has accumulated: messages appended and their summed `usage`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    message_count: int = Field(default=0, ge=0)
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    cost: float = Field(default=0.0, ge=0)
-
-    def add(self, messages: Iterable[Message]) -> ThreadStats:
-        """These stats plus the given messages."""
-        count, tokens_in, tokens_out, cost = 0, 0, 0, 0.0
-        for message in messages:
-            count += 1
-            if message.usage is not None:
-                tokens_in += message.usage.input_tokens
-                tokens_out += message.usage.output_tokens
-                cost += message.usage.cost
-        return ThreadStats(
-            message_count=self.message_count + count,
-            input_tokens=self.input_tokens + tokens_in,
-            output_tokens=self.output_tokens + tokens_out,
-            cost=self.cost + cost,
-        )
 
 
 def _now_iso() -> str:
@@ -93,18 +73,6 @@ def _clean_tags(tags: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(validate_tag(t) for t in tags))
 
 
-def clean_metadata(
-    metadata: Mapping[str, Any] | None, *, what: str = "thread metadata"
-) -> dict[str, JsonValue]:
-    """A JSON copy of user metadata (threads, checkpoints); TypeError naming `what` if not JSON."""
-    if metadata is None:
-        return {}
-    try:
-        return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{what} must be JSON-serializable: {exc}") from exc
-
-
 def _dump(document: dict[str, Any]) -> str:
     return json.dumps(document, ensure_ascii=False, indent=1)
 
@@ -116,16 +84,6 @@ def _origin(data: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
         "state": data.get("state"),
         "stats": data.get("stats"),
     }
-
-
-async def put_new(store: ThreadStore, record: Record) -> Record:
-    """Store a new thread record (ConflictError naming it if the id is taken)."""
-    try:
-        return await store.put_record(record, expected_version=0)
-    except ConflictError as exc:
-        raise ConflictError(
-            f"thread {record.id!r}", detail="a thread with this id already exists"
-        ) from exc
 
 
 class AgentThread(ABC):
@@ -175,7 +133,7 @@ class AgentThread(ABC):
         """Read subclass fields from `self._record` (called on every bind and refresh)."""
 
     @classmethod
-    def _new_record(
+    def new_record(
         cls,
         *,
         thread_id: str | None,
@@ -226,19 +184,9 @@ class AgentThread(ABC):
     @staticmethod
     async def _read_state(store: ThreadStore, record: Record) -> ImmutableState:
         digest = record.data.get("state")
-        if digest is None:
-            return ImmutableState()
-        if not isinstance(digest, str):
+        if digest is not None and not isinstance(digest, str):
             raise StoreCorruptedError(f"thread {record.id!r}", detail="state digest is not text")
-        blob = await store.get_blob(digest)
-        if blob is None:
-            raise StoreCorruptedError(
-                f"thread {record.id!r}", detail=f"state blob {digest} is missing"
-            )
-        try:
-            return ImmutableState.from_json_bytes(blob)
-        except ValueError as exc:
-            raise StoreCorruptedError(f"blob {digest}", detail=f"undecodable state: {exc}") from exc
+        return await read_state(store, digest, owner=f"thread {record.id!r}")
 
     @classmethod
     async def load(cls, thread_id: str, *, store: ThreadStore) -> AgentThread:
@@ -319,6 +267,21 @@ class AgentThread(ABC):
         return self._state
 
     @property
+    def state_digest(self) -> str | None:
+        """The content address of the state as stored (None: the empty state)."""
+        digest = self._record.data.get("state")
+        return digest if isinstance(digest, str) else None
+
+    @property
+    def record(self) -> Record:
+        """The thread record this handle last read or wrote (version 0: an unsaved copy).
+
+        For the layers built on threads (time travel, workflows); applications read the
+        properties above instead.
+        """
+        return self._record
+
+    @property
     def version(self) -> int:
         """The stored record version this handle last saw."""
         return self._record.version
@@ -328,7 +291,7 @@ class AgentThread(ABC):
 
     # -- writing ----------------------------------------------------------------------
 
-    async def _publish(
+    async def publish(
         self, data: Mapping[str, JsonValue], *, tags: Sequence[str] | None = None
     ) -> None:
         """Compare-and-set the record with `data` merged in; ConflictError if someone won.
@@ -346,15 +309,15 @@ class AgentThread(ABC):
         self._record = await self._store.put_record(record, expected_version=self._record.version)
 
     async def _write_with_retry(self, write: Callable[[], Awaitable[None]]) -> None:
-        """Run `write` (which calls `_publish`), refreshing and retrying on a lost race."""
-        for attempt in range(_WRITE_ATTEMPTS):
+        """Run `write` (which calls `publish`), refreshing and retrying on a lost race."""
+        for attempt in range(WRITE_ATTEMPTS):
             try:
                 await write()
                 return
             except ConflictError:
-                if attempt == _WRITE_ATTEMPTS - 1:
+                if attempt == WRITE_ATTEMPTS - 1:
                     raise
-                await self._reread_after_lost_write()
+                await self.reread_after_lost_write()
 
     async def refresh(self) -> None:
         """Re-read the thread from the store, picking up other handles' writes.
@@ -365,11 +328,11 @@ class AgentThread(ABC):
             ThreadNotFoundError: the thread was deleted.
         """
         async with self._lock:
-            await self._refresh_unlocked()
+            await self.refresh_unlocked()
             if self._history is not None:
                 await self._read_history()
 
-    async def _reread_after_lost_write(self) -> None:
+    async def reread_after_lost_write(self) -> None:
         """Re-read the thread after its record write lost a compare-and-set, to retry.
 
         Raises:
@@ -377,23 +340,33 @@ class AgentThread(ABC):
                 holding its id; no retry can help.
         """
         if self._record.version == 0:
-            raise ConflictError(
-                f"thread {self.id!r}", detail="a thread with this id already exists"
-            )
-        await self._refresh_unlocked()
+            raise thread_exists(self.id)
+        await self.refresh_unlocked()
 
-    async def _refresh_unlocked(self) -> None:
+    async def refresh_unlocked(self) -> None:
+        """`refresh()` for a caller that holds the handle's lock."""
         if self._record.version == 0:  # an unsaved copy: nothing stored to re-read
             return
         record = await self._read_record(self._store, self.id)
         if record.data.get("state") != self._record.data.get("state"):
             self._state = await self._read_state(self._store, record)
-        await self._adopt(record)
+        await self.adopt(record)
 
-    async def _adopt(self, record: Record) -> None:
-        """Take `record` (fresher than ours) as this handle's; subclasses sync content."""
+    async def adopt(self, record: Record, state: ImmutableState | None = None) -> None:
+        """Take `record` (fresher than ours) and `state` (if given) as this handle's.
+
+        Called after a refresh and a rollback; subclasses extend it to bring their
+        in-memory content up to the record.
+        """
         self._record = record
+        if state is not None:
+            self._state = state
         self._on_bind()
+
+    def remember(self, checkpoint: Checkpoint, state: ImmutableState) -> None:
+        """Add a checkpoint this handle made to the history it holds for `to_json`, if any."""
+        if self._history is not None:
+            self._history.add(checkpoint, state)
 
     async def update(
         self,
@@ -412,7 +385,7 @@ class AgentThread(ABC):
                 data["title"] = title
             if new_metadata is not None:
                 data["metadata"] = new_metadata
-            await self._publish(data, tags=clean_tags)
+            await self.publish(data, tags=clean_tags)
 
         async with self._lock:
             await self._write_with_retry(write)
@@ -427,7 +400,7 @@ class AgentThread(ABC):
         async def write() -> None:
             new_state = self._state.apply(patch)
             digest = await self._store_state(new_state)
-            await self._publish({"state": digest, "blobs": self._blob_refs(digest)})
+            await self.publish({"state": digest, "blobs": self.blob_refs(digest)})
             self._state = new_state
 
         async with self._lock:
@@ -439,7 +412,7 @@ class AgentThread(ABC):
             return None
         return await self._store.put_blob(state.to_json_bytes())
 
-    def _blob_refs(self, state_digest: str | None) -> list[JsonValue]:
+    def blob_refs(self, state_digest: str | None) -> list[JsonValue]:
         """The `blobs` list of the record: what this thread keeps alive in the blob store.
 
         That is its state and the state it started from (`at(message_id=...)` may use it).
@@ -458,8 +431,6 @@ class AgentThread(ABC):
         Raises:
             ThreadNotFoundError: it was already deleted.
         """
-        from agent_threads.timetravel.checkpoints import delete_checkpoints
-
         async with self._lock:
             if not await self._store.delete_record(THREAD_KIND, self.id):
                 raise ThreadNotFoundError(self.id)
@@ -525,15 +496,11 @@ class AgentThread(ABC):
             ConflictError: other writers kept moving the thread (16 attempts), or this is
                 an unsaved copy whose id another thread took.
         """
-        from agent_threads.timetravel.checkpoints import save_checkpoint
-
         async with self._lock:
             return await save_checkpoint(self, label=label, metadata=metadata)
 
     async def checkpoints(self) -> list[Checkpoint]:
         """Every checkpoint of the thread, oldest first (automatic ones included)."""
-        from agent_threads.timetravel.checkpoints import list_checkpoints
-
         return await list_checkpoints(self)
 
     async def get_checkpoint(self, id_or_label: str) -> Checkpoint:
@@ -542,8 +509,6 @@ class AgentThread(ABC):
         Raises:
             CheckpointNotFoundError: the thread has no such checkpoint.
         """
-        from agent_threads.timetravel.checkpoints import find_checkpoint
-
         return await find_checkpoint(self, id_or_label)
 
     async def at(
@@ -562,8 +527,6 @@ class AgentThread(ABC):
             CheckpointNotFoundError: the thread has no such checkpoint.
             MessageNotFoundError: the thread holds no message `message_id`.
         """
-        from agent_threads.timetravel.checkpoints import snapshot
-
         async with self._lock:
             return await snapshot(self, checkpoint, message_id)
 
@@ -584,8 +547,6 @@ class AgentThread(ABC):
             MessageNotFoundError: the thread holds no message `message_id`.
             ConflictError: other writers kept moving the thread.
         """
-        from agent_threads.timetravel.checkpoints import rollback
-
         async with self._lock:
             return await rollback(self, checkpoint, message_id)
 
@@ -594,41 +555,39 @@ class AgentThread(ABC):
 
         Stops at a deleted ancestor (listed with `deleted=True`: its own parent is unknown).
         """
-        from agent_threads.timetravel.checkpoints import lineage
-
         return await lineage(self)
 
     # Hooks for checkpoints.py; the defaults describe a thread without messages.
 
-    def _content_ranges(self) -> Ranges:
+    def content_ranges(self) -> Ranges:
         """The thread's piece table (what a checkpoint records)."""
         return ()
 
-    async def _read_ranges(self, ranges: Ranges) -> Sequence[Message]:
+    async def read_ranges(self, ranges: Ranges) -> Sequence[Message]:
         """The messages of `ranges`, read from the store if not in memory."""
         return ()
 
-    def _held_messages(self, ranges: Ranges) -> Sequence[Message]:
+    def held_messages(self, ranges: Ranges) -> Sequence[Message]:
         """The messages of `ranges`, all in memory (for the synchronous `to_json`)."""
         return ()
 
-    def _messages_in_memory(self) -> bool:
+    def messages_in_memory(self) -> bool:
         """Whether snapshots of this handle load their messages eagerly (not lazy)."""
         return True
 
-    async def _index_of(self, message_id: str) -> int:
+    async def index_of(self, message_id: str) -> int:
         """The index of a message in the thread (MessageNotFoundError if absent)."""
         raise MessageNotFoundError(message_id, thread_id=self.id)
 
-    def _rollback_data(self, ranges: Ranges) -> dict[str, JsonValue]:
+    def rollback_data(self, ranges: Ranges) -> dict[str, JsonValue]:
         """The record data that makes `ranges` the thread's content (for a rollback)."""
         return {}
 
-    def _fork_data(self, ranges: Ranges) -> dict[str, JsonValue]:
+    def fork_data(self, ranges: Ranges) -> dict[str, JsonValue]:
         """The record data of a new thread whose content is `ranges` (for a fork)."""
         return {}
 
-    def _bind_fork(self, record: Record, state: ImmutableState) -> Self:
+    def bind_fork(self, record: Record, state: ImmutableState) -> Self:
         """A handle on a fork of this thread, sharing what this one holds in memory."""
         return type(self)._bind(self._store, record, state)
 
@@ -661,14 +620,12 @@ class AgentThread(ABC):
             ThreadNotFoundError: the thread was deleted.
         """
         async with self._lock:
-            await self._refresh_unlocked()
+            await self.refresh_unlocked()
             document = self._export_document(await self._read_history())
         return _dump(document)
 
     async def _read_history(self) -> LoadedHistory:
         """Read the history from the store, and hold it if this handle holds one."""
-        from agent_threads.timetravel.history import load_history
-
         held = self._history
         history = await load_history(self, None if held is None else held.states)
         if held is not None:
@@ -698,8 +655,6 @@ class AgentThread(ABC):
             **self._export_content(),
         }
         if history is not None:
-            from agent_threads.timetravel.history import history_section
-
             document["history"] = history_section(self, history)
         return document
 

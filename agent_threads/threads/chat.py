@@ -11,6 +11,7 @@ from pydantic import JsonValue, ValidationError
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id
 from agent_threads.core.pieces import OpenSegment, Range, Ranges
+from agent_threads.core.records import THREAD_KIND, ThreadStats, put_new
 from agent_threads.errors import (
     ConflictError,
     DuplicateMessageError,
@@ -22,7 +23,7 @@ from agent_threads.messages import MESSAGES_ADAPTER, Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, ThreadStore
 from agent_threads.stores.memory import MemoryStore
-from agent_threads.threads.base import THREAD_KIND, AgentThread, ThreadStats, put_new
+from agent_threads.threads.base import AgentThread
 from agent_threads.threads.segment_cache import MessageList, SegmentCache
 from agent_threads.timetravel.checkpoints import save_checkpoint
 from agent_threads.timetravel.history import (
@@ -160,7 +161,7 @@ class ChatMessageThread(AgentThread):
         """
         store = MemoryStore() if store is None else store
         extra = {**_log_data((), None), "auto_checkpoint": bool(auto_checkpoint)}
-        record = cls._new_record(
+        record = cls.new_record(
             thread_id=id, title=title, tags=tags, metadata=metadata, extra=extra
         )
         stored = await put_new(store, record)
@@ -353,7 +354,7 @@ class ChatMessageThread(AgentThread):
                 await self._store.append_rows(plan.segment_id, plan.start, plan.rows)
             except ConflictError:
                 seen = self._record.version
-                await self._refresh_unlocked()
+                await self.refresh_unlocked()
                 force_new = self._record.version == seen  # unchanged: rows a crash left behind
                 if not force_new:
                     retries = self._spend_retry(retries)
@@ -379,9 +380,9 @@ class ChatMessageThread(AgentThread):
             stats = self.stats.add(batch)
             data = {**_log_data(plan.ranges, plan.open_segment), "stats": stats.model_dump()}
             try:
-                await self._publish(data)
+                await self.publish(data)
             except ConflictError:
-                await self._reread_after_lost_write()
+                await self.reread_after_lost_write()
                 if (self._ranges, self._open_segment) != (base_ranges, base_open):
                     return False  # the log moved: our rows are orphans, plan again
                 continue  # only metadata or state changed: our rows still fit
@@ -423,8 +424,8 @@ class ChatMessageThread(AgentThread):
         open_segment = OpenSegment(segment_id, head + len(batch))
         return _AppendPlan(segment_id, head, rows, batch, ranges, open_segment)
 
-    async def _adopt(self, record: Record) -> None:
-        await super()._adopt(record)
+    async def adopt(self, record: Record, state: ImmutableState | None = None) -> None:
+        await super().adopt(record, state)
         if not self._lazy:
             await self._fill_cache(self._ranges)
 
@@ -461,7 +462,7 @@ class ChatMessageThread(AgentThread):
                     else ThreadStats().add(await self.get_messages(0, count))
                 )
             digest = self._record.data.get("state")
-            record = self._new_record(
+            record = self.new_record(
                 thread_id=id,
                 title=self.title if title is None else title,
                 tags=self.tags if tags is None else tags,
@@ -470,7 +471,7 @@ class ChatMessageThread(AgentThread):
                 fork_point=None if last is None else last.id,
                 stats=stats,
                 state_digest=digest if isinstance(digest, str) else None,
-                extra=self._fork_data(ranges),
+                extra=self.fork_data(ranges),
             )
             stored = await put_new(self._store, record)
             return (
@@ -488,34 +489,31 @@ class ChatMessageThread(AgentThread):
 
     # -- hooks for checkpoints and time travel (see AgentThread) -------------------------
 
-    def _content_ranges(self) -> Ranges:
+    def content_ranges(self) -> Ranges:
         return self._ranges
 
-    async def _read_ranges(self, ranges: Ranges) -> Sequence[Message]:
+    async def read_ranges(self, ranges: Ranges) -> Sequence[Message]:
         await self._fill_cache(ranges)
         return MessageList(self._cache, ranges)
 
-    def _held_messages(self, ranges: Ranges) -> Sequence[Message]:
+    def held_messages(self, ranges: Ranges) -> Sequence[Message]:
         if not self._cache.has(ranges):
             raise NotLoadedError(
                 self.id, what="messages of its history", hint="use `await thread.export()`"
             )
         return MessageList(self._cache, ranges)
 
-    def _messages_in_memory(self) -> bool:
+    def messages_in_memory(self) -> bool:
         return not self._lazy
 
-    async def _index_of(self, message_id: str) -> int:
-        return await self.index_of(message_id)
-
-    def _rollback_data(self, ranges: Ranges) -> dict[str, JsonValue]:
+    def rollback_data(self, ranges: Ranges) -> dict[str, JsonValue]:
         # the open segment stays: appends after the last range's end open a new segment
         return {"ranges": [r.to_json() for r in ranges], "head": pieces.length(ranges)}
 
-    def _fork_data(self, ranges: Ranges) -> dict[str, JsonValue]:
+    def fork_data(self, ranges: Ranges) -> dict[str, JsonValue]:
         return {**_log_data(ranges, None), "auto_checkpoint": self.auto_checkpoint}
 
-    def _bind_fork(self, record: Record, state: ImmutableState) -> Self:
+    def bind_fork(self, record: Record, state: ImmutableState) -> Self:
         return (
             type(self)
             ._bind(self._store, record, state)
@@ -535,7 +533,7 @@ class ChatMessageThread(AgentThread):
 
     def _export_content(self) -> dict[str, Any]:
         return {
-            "messages": [m.model_dump(mode="json") for m in self._held_messages(self._ranges)],
+            "messages": [m.model_dump(mode="json") for m in self.held_messages(self._ranges)],
             "auto_checkpoint": self.auto_checkpoint,
         }
 
@@ -550,7 +548,7 @@ class ChatMessageThread(AgentThread):
         open_segment = OpenSegment(segment_id, len(pool)) if pool else None
         state = ImmutableState(document.get("state") or {})
         handle_state_digest = await store.put_blob(state.to_json_bytes()) if state else None
-        record = cls._new_record(
+        record = cls.new_record(
             thread_id=document.get("id"),
             title=document.get("title"),
             tags=document.get("tags"),

@@ -27,7 +27,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, mod
 from agent_threads.core import pieces
 from agent_threads.core.ids import id_time, pack_digest, pack_id, unpack_digest, unpack_id
 from agent_threads.core.pieces import Range, Ranges
-from agent_threads.threads.base import ThreadStats
+from agent_threads.core.records import ThreadStats
 
 CheckpointReason = Literal["manual", "auto", "rollback"]
 """Why a checkpoint exists: asked for, one per batch (`auto_checkpoint=True`), or saved by

@@ -21,7 +21,7 @@ record of kind `CHECKPOINT_KIND`; those are still read, and moved into the log b
 thread's first new checkpoint.
 
 The thread methods (`checkpoint`, `checkpoints`, `get_checkpoint`, `at`, `rollback`,
-`lineage`) live on `AgentThread` and call the functions here; `ThreadSnapshot` (what
+`lineage`) live on `CheckpointedThread` and call the functions here; `ThreadSnapshot` (what
 `at` returns) is in `snapshots.py`, the export of checkpoints (`to_json`, `export`) in
 `_history.py`.
 """
@@ -36,6 +36,14 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id, validate_id
 from agent_threads.core.pieces import Range, Ranges
+from agent_threads.core.records import (
+    SCHEMA_VERSION,
+    THREAD_KIND,
+    WRITE_ATTEMPTS,
+    ThreadStats,
+    clean_metadata,
+    read_state,
+)
 from agent_threads.errors import (
     CheckpointNotFoundError,
     ConflictError,
@@ -45,13 +53,6 @@ from agent_threads.errors import (
 )
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import LOGS_KEY, Record, Row, record_logs, validate_tag
-from agent_threads.threads.base import (
-    SCHEMA_VERSION,
-    THREAD_KIND,
-    AgentThread,
-    ThreadStats,
-    clean_metadata,
-)
 from agent_threads.timetravel.checkpoint import (
     Checkpoint,
     CheckpointReason,
@@ -59,6 +60,7 @@ from agent_threads.timetravel.checkpoint import (
     encode_row,
     new_checkpoint_time,
 )
+from agent_threads.timetravel.protocol import CheckpointedThread
 from agent_threads.timetravel.snapshot import Point, ThreadSnapshot, ThreadT
 
 CHECKPOINT_KIND = "checkpoint"
@@ -68,7 +70,6 @@ ROLLBACK_LABEL = "before-rollback"
 """The label of the checkpoint `rollback()` saves first: roll back to it to undo."""
 
 _LEGACY_SCHEMA_VERSION = 1
-_WRITE_ATTEMPTS = 16
 
 
 class Ancestor(BaseModel):
@@ -108,14 +109,14 @@ def _is_legacy(record: Record) -> bool:
     return LOGS_KEY not in record.data
 
 
-async def _current_record(thread: AgentThread) -> Record | None:
+async def _current_record(thread: CheckpointedThread) -> Record | None:
     """The thread record as the store holds it now (None: deleted); an unsaved copy's own."""
-    if thread._record.version == 0:
-        return thread._record
+    if thread.record.version == 0:
+        return thread.record
     return await thread.store.get_record(THREAD_KIND, thread.id)
 
 
-async def _read_log(thread: AgentThread, record: Record) -> list[Checkpoint]:
+async def _read_log(thread: CheckpointedThread, record: Record) -> list[Checkpoint]:
     """Every checkpoint of the thread's log, oldest first."""
     if _is_legacy(record):
         legacy = await _legacy_checkpoints(thread)
@@ -131,7 +132,7 @@ async def _read_log(thread: AgentThread, record: Record) -> list[Checkpoint]:
     return found
 
 
-def _decode(thread: AgentThread, text: str, segment_id: str, position: int) -> Checkpoint:
+def _decode(thread: CheckpointedThread, text: str, segment_id: str, position: int) -> Checkpoint:
     try:
         return decode_row(text, thread.id)
     except ValueError as exc:
@@ -142,7 +143,7 @@ def _decode(thread: AgentThread, text: str, segment_id: str, position: int) -> C
 
 
 async def _append_to_log(
-    thread: AgentThread,
+    thread: CheckpointedThread,
     build: Callable[[], Awaitable[tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]]],
     *,
     keep_on_change: bool,
@@ -159,17 +160,17 @@ async def _append_to_log(
     Returns the checkpoint published and its state.
     """
     force_new = False
-    for _ in range(_WRITE_ATTEMPTS):
+    for _ in range(WRITE_ATTEMPTS):
         checkpoint, state, data = await build()
-        logs = log_ranges(thread._record)
-        legacy = await _legacy_checkpoints(thread) if _is_legacy(thread._record) else []
+        logs = log_ranges(thread.record)
+        legacy = await _legacy_checkpoints(thread) if _is_legacy(thread.record) else []
         rows = [Row(c.id, encode_row(c)) for c in [*legacy, checkpoint]]
         segment_id, start, new_logs, rows = await _plan(thread, logs, rows, force_new=force_new)
         try:
             await thread.store.append_rows(segment_id, start, rows)
         except ConflictError:
-            await thread._refresh_unlocked()
-            force_new = log_ranges(thread._record) == logs  # unchanged: rows nobody published
+            await thread.refresh_unlocked()
+            force_new = log_ranges(thread.record) == logs  # unchanged: rows nobody published
             continue
         published: dict[str, JsonValue] = {
             **data,
@@ -181,7 +182,7 @@ async def _append_to_log(
             for old in legacy:
                 await thread.store.delete_record(CHECKPOINT_KIND, old.id)
             return checkpoint, state
-        force_new = log_ranges(thread._record) == logs  # our rows sit there, unpublished
+        force_new = log_ranges(thread.record) == logs  # our rows sit there, unpublished
     raise ConflictError(
         f"thread {thread.id!r}",
         detail="other writers kept changing the thread while a checkpoint was saved; try again",
@@ -189,7 +190,7 @@ async def _append_to_log(
 
 
 async def _plan(
-    thread: AgentThread, logs: Ranges, rows: list[Row], *, force_new: bool
+    thread: CheckpointedThread, logs: Ranges, rows: list[Row], *, force_new: bool
 ) -> tuple[str, int, Ranges, list[Row]]:
     """Where the rows go: after the log's end, or at the start of a new log segment.
 
@@ -218,7 +219,7 @@ async def _plan(
 
 
 async def _publish_log(
-    thread: AgentThread,
+    thread: CheckpointedThread,
     logs: Ranges,
     data: dict[str, JsonValue],
     *,
@@ -234,19 +235,19 @@ async def _publish_log(
     reads (another writer copied its newest ranges into one segment), vacuum may have
     freed it, and the checkpoint is made again from the re-read handle.
     """
-    for _ in range(_WRITE_ATTEMPTS):
+    for _ in range(WRITE_ATTEMPTS):
         try:
-            await thread._publish(data)
+            await thread.publish(data)
             return True
         except ConflictError:
-            await thread._reread_after_lost_write()
-            if keep is None or log_ranges(thread._record) != logs:
+            await thread.reread_after_lost_write()
+            if keep is None or log_ranges(thread.record) != logs:
                 return False
             checkpoint, state = keep
-            held = {r.segment_id for r in thread._content_ranges()}
+            held = {r.segment_id for r in thread.content_ranges()}
             if any(r.segment_id not in held for r in checkpoint.piece_table):
                 return False
-            if checkpoint.state_digest not in (None, _state_digest(thread)):
+            if checkpoint.state_digest not in (None, thread.state_digest):
                 await thread.store.put_blob(state.to_json_bytes())
     return False
 
@@ -255,17 +256,17 @@ async def _publish_log(
 
 
 async def _current_checkpoint(
-    thread: AgentThread,
+    thread: CheckpointedThread,
     label: str | None,
     metadata: dict[str, JsonValue],
     reason: CheckpointReason,
 ) -> Checkpoint:
     """The handle as it is now, as a new checkpoint; O(number of ranges)."""
-    ranges = thread._content_ranges()
+    ranges = thread.content_ranges()
     count = pieces.length(ranges)
     last = None
     if count:
-        last = (await thread._read_ranges(pieces.slice_ranges(ranges, count - 1, count)))[0].id
+        last = (await thread.read_ranges(pieces.slice_ranges(ranges, count - 1, count)))[0].id
     checkpoint_id = new_id()
     return Checkpoint(
         id=checkpoint_id,
@@ -277,13 +278,13 @@ async def _current_checkpoint(
         last_message_id=last,
         metadata=metadata,
         stats=thread.stats,
-        state_digest=_state_digest(thread),
+        state_digest=thread.state_digest,
         ranges=tuple((r.segment_id, r.start, r.end) for r in ranges),
     )
 
 
 async def save_checkpoint(
-    thread: AgentThread,
+    thread: CheckpointedThread,
     *,
     label: str | None = None,
     metadata: Mapping[str, Any] | None = None,
@@ -301,23 +302,17 @@ async def save_checkpoint(
         return await _current_checkpoint(thread, label, cleaned, reason), thread.state, {}
 
     checkpoint, state = await _append_to_log(thread, build, keep_on_change=True)
-    if thread._history is not None:  # the state it records: the handle's may be newer now
-        thread._history.add(checkpoint, state)
+    thread.remember(checkpoint, state)  # the state it records: the handle's may be newer now
     return checkpoint
 
 
-def _state_digest(thread: AgentThread) -> str | None:
-    digest = thread._record.data.get("state")
-    return digest if isinstance(digest, str) else None
-
-
-async def list_checkpoints(thread: AgentThread) -> list[Checkpoint]:
+async def list_checkpoints(thread: CheckpointedThread) -> list[Checkpoint]:
     """The thread's checkpoints as the store holds them, oldest first."""
     record = await _current_record(thread)
     return [] if record is None else await _read_log(thread, record)
 
 
-async def find_checkpoint(thread: AgentThread, id_or_label: str) -> Checkpoint:
+async def find_checkpoint(thread: CheckpointedThread, id_or_label: str) -> Checkpoint:
     """The checkpoint with this id, else the newest one with this label.
 
     An id costs one index lookup and one row read; a label, a read of the log.
@@ -342,7 +337,9 @@ async def find_checkpoint(thread: AgentThread, id_or_label: str) -> Checkpoint:
     raise CheckpointNotFoundError(id_or_label, thread_id=thread.id)
 
 
-async def _find_by_id(thread: AgentThread, record: Record, checkpoint_id: str) -> Checkpoint | None:
+async def _find_by_id(
+    thread: CheckpointedThread, record: Record, checkpoint_id: str
+) -> Checkpoint | None:
     try:
         places = await thread.store.locate_message(validate_id(checkpoint_id))
     except InvalidIdError:  # not an id: it can still be a label
@@ -357,7 +354,7 @@ async def _find_by_id(thread: AgentThread, record: Record, checkpoint_id: str) -
     return None
 
 
-async def delete_checkpoints(thread: AgentThread) -> int:
+async def delete_checkpoints(thread: CheckpointedThread) -> int:
     """Delete the checkpoint records of a thread written before checkpoint logs.
 
     A thread's log needs no deleting: it goes with the thread record (`vacuum()` frees
@@ -372,7 +369,7 @@ async def delete_checkpoints(thread: AgentThread) -> int:
 # -- checkpoints of threads written before checkpoint logs --------------------------------
 
 
-async def _legacy_checkpoints(thread: AgentThread) -> list[Checkpoint]:
+async def _legacy_checkpoints(thread: CheckpointedThread) -> list[Checkpoint]:
     """The checkpoint records of a thread from before checkpoint logs, oldest first."""
     records = await thread.store.list_records(CHECKPOINT_KIND, owner=thread.id)
     return [checkpoint_from_record(r) for r in records]
@@ -409,7 +406,7 @@ def checkpoint_from_record(record: Record) -> Checkpoint:
 
 
 async def _own_checkpoint(
-    thread: AgentThread, checkpoint: Checkpoint | str, *, reread: bool
+    thread: CheckpointedThread, checkpoint: Checkpoint | str, *, reread: bool
 ) -> Checkpoint:
     if isinstance(checkpoint, str):
         return await find_checkpoint(thread, checkpoint)
@@ -429,7 +426,7 @@ async def _own_checkpoint(
 
 
 async def _resolve(
-    thread: AgentThread,
+    thread: CheckpointedThread,
     checkpoint: Checkpoint | str | None,
     message_id: str | None,
     *,
@@ -446,21 +443,21 @@ async def _resolve(
     return Point(found.piece_table, found.state_digest, found.stats, found.last_message_id, found)
 
 
-async def _point_at_message(thread: AgentThread, message_id: str) -> Point:
+async def _point_at_message(thread: CheckpointedThread, message_id: str) -> Point:
     """The thread up to and including a message, with the state and stats there.
 
     The state is the one recorded by the known point nearest before it on the same
     path: a checkpoint, the point the thread started from, or the thread now. Stats
     are that point's plus the messages after it.
     """
-    count = await thread._index_of(message_id) + 1
-    target = pieces.prefix(thread._content_ranges(), count)
+    count = await thread.index_of(message_id) + 1
+    target = pieces.prefix(thread.content_ranges(), count)
     base = _nearest_base(target, await _known_points(thread))
-    added = await thread._read_ranges(pieces.slice_ranges(target, base.count, count))
+    added = await thread.read_ranges(pieces.slice_ranges(target, base.count, count))
     return Point(target, base.state_digest, base.stats.add(added), message_id)
 
 
-async def _known_points(thread: AgentThread) -> list[Point]:
+async def _known_points(thread: CheckpointedThread) -> list[Point]:
     """Every point whose state is known, oldest first: empty, origin, checkpoints, now."""
     points = [Point((), None, ThreadStats())]
     origin = origin_point(thread)
@@ -470,13 +467,13 @@ async def _known_points(thread: AgentThread) -> list[Point]:
         Point(c.piece_table, c.state_digest, c.stats, c.last_message_id, c)
         for c in await list_checkpoints(thread)
     )
-    points.append(Point(thread._content_ranges(), _state_digest(thread), thread.stats))
+    points.append(Point(thread.content_ranges(), thread.state_digest, thread.stats))
     return points
 
 
-def origin_point(thread: AgentThread) -> Point | None:
+def origin_point(thread: CheckpointedThread) -> Point | None:
     """The point the thread started from (created empty, forked, copied or imported)."""
-    origin = thread._record.data.get("origin")
+    origin = thread.record.data.get("origin")
     if origin is None:
         return None
     try:
@@ -525,20 +522,10 @@ def _is_prefix(head: Sequence[Range], ranges: Sequence[Range]) -> bool:
     )
 
 
-async def _state_at(thread: AgentThread, digest: str | None) -> ImmutableState:
-    if digest is None:
-        return ImmutableState()
-    if digest == _state_digest(thread):
+async def _state_at(thread: CheckpointedThread, digest: str | None) -> ImmutableState:
+    if digest is not None and digest == thread.state_digest:
         return thread.state
-    blob = await thread.store.get_blob(digest)
-    if blob is None:
-        raise StoreCorruptedError(
-            f"blob {digest}", detail=f"a recorded state of thread {thread.id!r} is missing"
-        )
-    try:
-        return ImmutableState.from_json_bytes(blob)
-    except ValueError as exc:
-        raise StoreCorruptedError(f"blob {digest}", detail=f"undecodable state: {exc}") from exc
+    return await read_state(thread.store, digest, owner=f"thread {thread.id!r}")
 
 
 # -- time travel and rollback ------------------------------------------------------------
@@ -547,15 +534,15 @@ async def _state_at(thread: AgentThread, digest: str | None) -> ImmutableState:
 async def snapshot(
     thread: ThreadT, checkpoint: Checkpoint | str | None, message_id: str | None
 ) -> ThreadSnapshot[ThreadT]:
-    """The read-only thread at a checkpoint or message (see `AgentThread.at`)."""
+    """The read-only thread at a checkpoint or message (see `CheckpointedThread.at`)."""
     point = await _resolve(thread, checkpoint, message_id, reread=False)
     state = await _state_at(thread, point.state_digest)
-    messages = await thread._read_ranges(point.ranges) if thread._messages_in_memory() else None
+    messages = await thread.read_ranges(point.ranges) if thread.messages_in_memory() else None
     return ThreadSnapshot(thread, point, state, messages)
 
 
 async def rollback(
-    thread: AgentThread, checkpoint: Checkpoint | str | None, message_id: str | None
+    thread: CheckpointedThread, checkpoint: Checkpoint | str | None, message_id: str | None
 ) -> Checkpoint:
     """Move the thread back (or forward) to a point; returns the checkpoint of the old head.
 
@@ -571,22 +558,20 @@ async def rollback(
         moved[:] = [await _state_at(thread, point.state_digest)]
         saved = await _current_checkpoint(thread, ROLLBACK_LABEL, {}, "rollback")
         data: dict[str, JsonValue] = {
-            **thread._rollback_data(point.ranges),
+            **thread.rollback_data(point.ranges),
             "state": point.state_digest,
-            "blobs": thread._blob_refs(point.state_digest),
+            "blobs": thread.blob_refs(point.state_digest),
             "stats": point.stats.model_dump(),
         }
         return saved, thread.state, data
 
     saved, before = await _append_to_log(thread, build, keep_on_change=False)
-    if thread._history is not None:
-        thread._history.add(saved, before)
-    thread._state = moved[0]
-    await thread._adopt(thread._record)
+    thread.remember(saved, before)
+    await thread.adopt(thread.record, moved[0])
     return saved
 
 
-async def lineage(thread: AgentThread) -> list[Ancestor]:
+async def lineage(thread: CheckpointedThread) -> list[Ancestor]:
     """The thread's ancestors, parent first, up to the root or the first deleted one."""
     ancestors: list[Ancestor] = []
     seen = {thread.id}

@@ -30,11 +30,17 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, Val
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id, validate_id
 from agent_threads.core.pieces import Range, Ranges
-from agent_threads.errors import ConflictError, StoreCorruptedError
+from agent_threads.core.records import (
+    THREAD_KIND,
+    ThreadStats,
+    decode_state,
+    put_new,
+    thread_exists,
+)
+from agent_threads.errors import StoreCorruptedError
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, ThreadStore
-from agent_threads.threads.base import THREAD_KIND, AgentThread, ThreadStats
 from agent_threads.timetravel.checkpoint import encode_row
 from agent_threads.timetravel.checkpoints import (
     LOGS_KEY,
@@ -44,6 +50,7 @@ from agent_threads.timetravel.checkpoints import (
     list_checkpoints,
     origin_point,
 )
+from agent_threads.timetravel.protocol import CheckpointedThread
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -115,21 +122,20 @@ class LoadedHistory:
 
 
 def started_history(
-    thread: AgentThread, states: dict[str, ImmutableState] | None = None
+    thread: CheckpointedThread, states: dict[str, ImmutableState] | None = None
 ) -> LoadedHistory:
     """The history of a new handle on a thread without checkpoints (created, forked, copied).
 
     Holds the thread's state, which is also the state it starts from.
     """
     history = LoadedHistory(states={} if states is None else states)
-    digest = thread._record.data.get("state")
-    if isinstance(digest, str):
-        history.states[digest] = thread.state
+    if thread.state_digest is not None:
+        history.states[thread.state_digest] = thread.state
     return history
 
 
 async def load_history(
-    thread: AgentThread, states: dict[str, ImmutableState] | None = None
+    thread: CheckpointedThread, states: dict[str, ImmutableState] | None = None
 ) -> LoadedHistory:
     """Read the thread's history from the store: what `to_json` needs to write it.
 
@@ -138,10 +144,10 @@ async def load_history(
     not hold yet. A missing state blob is left out (writing the history then names it).
     """
     history = started_history(thread, states)
-    await thread._read_ranges(thread._content_ranges())
+    await thread.read_ranges(thread.content_ranges())
     for checkpoint in await list_checkpoints(thread):
         history.add(checkpoint)
-        await thread._read_ranges(checkpoint.piece_table)
+        await thread.read_ranges(checkpoint.piece_table)
     origin = origin_point(thread)
     wanted = [c.state_digest for c in history.checkpoints.values()]
     for digest in dict.fromkeys([*wanted, origin.state_digest if origin else None]):
@@ -150,13 +156,13 @@ async def load_history(
     return history
 
 
-def history_section(thread: AgentThread, history: LoadedHistory) -> dict[str, Any]:
+def history_section(thread: CheckpointedThread, history: LoadedHistory) -> dict[str, Any]:
     """The `"history"` section of the thread's export, from `history` and the handle's cache.
 
     Synchronous: every message it needs must be in memory (see `load_history`).
     """
     pool = _Pool()
-    current = thread._content_ranges()
+    current = thread.content_ranges()
     placed = pool.place(current, add=True)
     if placed and placed != [[0, pieces.length(current)]]:
         raise StoreCorruptedError(f"thread {thread.id!r}", detail="its ranges repeat a position")
@@ -182,7 +188,7 @@ def history_section(thread: AgentThread, history: LoadedHistory) -> dict[str, An
             "stats": origin.stats.model_dump(),
         }
         digests.extend([origin.state_digest] if origin.state_digest else [])
-    extra = thread._held_messages(tuple(pool.runs[current_runs:]))
+    extra = thread.held_messages(tuple(pool.runs[current_runs:]))
     return {
         "messages": [m.model_dump(mode="json") for m in extra],
         "states": {d: _state_dict(thread, history, d) for d in dict.fromkeys(digests)},
@@ -196,9 +202,9 @@ def _checkpoint_entry(checkpoint: Checkpoint, ranges: list[list[int]] | None) ->
     return {**entry, "state": checkpoint.state_digest, "ranges": ranges or []}
 
 
-def _state_dict(thread: AgentThread, history: LoadedHistory, digest: str) -> dict[str, Any]:
+def _state_dict(thread: CheckpointedThread, history: LoadedHistory, digest: str) -> dict[str, Any]:
     state = history.states.get(digest)
-    if state is None and digest == thread._record.data.get("state"):
+    if state is None and digest == thread.state_digest:
         state = thread.state
     if state is None:
         raise StoreCorruptedError(
@@ -209,12 +215,8 @@ def _state_dict(thread: AgentThread, history: LoadedHistory, digest: str) -> dic
 
 async def _read_state(store: ThreadStore, digest: str, *, into: dict[str, ImmutableState]) -> None:
     blob = await store.get_blob(digest)
-    if blob is None:
-        return
-    try:
-        into[digest] = ImmutableState.from_json_bytes(blob)
-    except ValueError as exc:
-        raise StoreCorruptedError(f"blob {digest}", detail=f"undecodable state: {exc}") from exc
+    if blob is not None:
+        into[digest] = decode_state(blob, digest)
 
 
 # -- import ---------------------------------------------------------------------------
@@ -282,7 +284,7 @@ async def store_history(
         ValueError: the history does not fit the pool (a hand-edited file).
     """
     if await store.get_record(THREAD_KIND, record.id) is not None:
-        raise ConflictError(f"thread {record.id!r}", detail="a thread with this id already exists")
+        raise thread_exists(record.id)
     loaded = LoadedHistory()
     digests: dict[str, str] = {}
     for old, raw in history.states.items():
@@ -306,12 +308,7 @@ async def store_history(
     record = record.model_copy(update={"data": {**record.data, LOGS_KEY: logs}})
     for checkpoint in checkpoints:
         loaded.add(checkpoint)
-    try:
-        return await store.put_record(record, expected_version=0), loaded
-    except ConflictError as exc:
-        raise ConflictError(
-            f"thread {record.id!r}", detail="a thread with this id already exists"
-        ) from exc
+    return await put_new(store, record), loaded
 
 
 def _pool_ranges(

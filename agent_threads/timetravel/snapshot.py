@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
 from agent_threads.core import pieces
 from agent_threads.core.pieces import Ranges
-from agent_threads.errors import ConflictError, NotLoadedError, ReadOnlyError
+from agent_threads.core.records import ThreadStats, put_new
+from agent_threads.errors import NotLoadedError, ReadOnlyError
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
-from agent_threads.threads.base import AgentThread, ThreadStats
+from agent_threads.timetravel.protocol import CheckpointedThread
 
 if TYPE_CHECKING:
     from agent_threads.timetravel.checkpoints import Checkpoint
 
-ThreadT = TypeVar("ThreadT", bound=AgentThread)
+ThreadT = TypeVar("ThreadT", bound=CheckpointedThread)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ async def fork_point(
     reset_stats: bool,
 ) -> ThreadT:
     """A new stored thread holding a point's messages and state, forked from `thread`."""
-    record = thread._new_record(
+    record = thread.new_record(
         thread_id=id,
         title=thread.title if title is None else title,
         tags=thread.tags if tags is None else tags,
@@ -63,15 +64,9 @@ async def fork_point(
         fork_point=point.last_message_id,
         stats=ThreadStats() if reset_stats else point.stats,
         state_digest=point.state_digest,
-        extra=thread._fork_data(point.ranges),
+        extra=thread.fork_data(point.ranges),
     )
-    try:
-        stored = await thread.store.put_record(record, expected_version=0)
-    except ConflictError as exc:
-        raise ConflictError(
-            f"thread {record.id!r}", detail="a thread with this id already exists"
-        ) from exc
-    return thread._bind_fork(stored, state)
+    return thread.bind_fork(await put_new(thread.store, record), state)
 
 
 class ThreadSnapshot(Generic[ThreadT]):
@@ -164,7 +159,7 @@ class ThreadSnapshot(Generic[ThreadT]):
     async def get_messages(self, start: int = 0, end: int | None = None) -> list[Message]:
         """Messages `start <= i < end` (slice semantics), read from the store if needed."""
         lo, hi, _ = slice(start, end).indices(self._point.count)
-        return list(await self._thread._read_ranges(pieces.slice_ranges(self.ranges, lo, hi)))
+        return list(await self._thread.read_ranges(pieces.slice_ranges(self.ranges, lo, hi)))
 
     async def fork(
         self,

@@ -13,7 +13,7 @@ from scratch only when the thread's ranges stop extending the ones it read (a lo
 fork, a rollback) or when `thread.invalidate_view()` is called. A handle loaded with
 `lazy=True` instead builds each view backward from its newest message (`_view_tail`),
 reading the kept-first messages and the tail and skipping summarized ranges unread. The
-rules themselves are written out in `agent_threads._condensed` (and `_view_window`).
+rules themselves are written out in `views.condensed` (and `views.window`).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from pydantic import JsonValue
 
 from agent_threads import ChatMessageThread, Checkpoint, ConflictError, Message, ThreadStore
 from agent_threads.core.ids import new_id
+from agent_threads.core.records import THREAD_KIND
 from agent_threads.stores.base import Row, collect_garbage
-from agent_threads.threads.base import THREAD_KIND
 from agent_threads.timetravel.checkpoints import LOGS_KEY, log_ranges
 
 from .conftest import ReopenStore
@@ -63,7 +63,7 @@ async def test_vacuum_skips_the_log_of_a_thread_deleted_and_vacuumed_meanwhile(
 
 async def test_vacuum_reads_a_log_moved_to_another_segment_meanwhile(store: ThreadStore) -> None:
     thread = await _thread_with_checkpoint(store, "first")
-    (log,) = log_ranges(thread._record)
+    (log,) = log_ranges(thread.record)
 
     async def move_log() -> None:  # as when a log of too many ranges is copied
         rows = await store.read_rows(log.segment_id, log.start, log.end)

@@ -33,7 +33,7 @@ from hypothesis.stateful import (
 
 from agent_threads import AgentThread, ChatMessageThread, Checkpoint, Message, Usage
 from agent_threads.core.ids import new_id
-from agent_threads.threads.base import THREAD_KIND
+from agent_threads.core.records import THREAD_KIND
 from agent_threads.timetravel.checkpoints import ROLLBACK_LABEL
 
 from .conftest import StoreFactory

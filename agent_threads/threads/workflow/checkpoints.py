@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_threads.core.ids import validate_id
+from agent_threads.core.records import clean_metadata
 from agent_threads.errors import (
     CheckpointNotFoundError,
     InvalidIdError,
@@ -26,7 +27,6 @@ from agent_threads.errors import (
 )
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record
-from agent_threads.threads.base import clean_metadata
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.execution import ExecutionData, ExecutionState, RunStatus
 from agent_threads.threads.workflow.step_log import StepLog
@@ -188,7 +188,7 @@ def _shows(checkpoint: Checkpoint, handle: ChatMessageThread) -> bool:
     return (
         checkpoint.thread_id == handle.id
         and checkpoint.piece_table == handle.ranges
-        and checkpoint.state_digest == handle._record.data.get("state")
+        and checkpoint.state_digest == handle.record.data.get("state")
         and checkpoint.stats == handle.stats
     )
 

@@ -18,6 +18,7 @@ from pydantic import JsonValue, ValidationError
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id, validate_id
+from agent_threads.core.records import THREAD_KIND, put_new
 from agent_threads.errors import (
     ConflictError,
     StoreCorruptedError,
@@ -27,7 +28,7 @@ from agent_threads.errors import (
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, ThreadStore
 from agent_threads.stores.memory import MemoryStore
-from agent_threads.threads.base import THREAD_KIND, AgentThread, put_new
+from agent_threads.threads.base import AgentThread
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow import travel
 from agent_threads.threads.workflow.checkpoints import (
@@ -127,7 +128,7 @@ class WorkflowThread(AgentThread):
         store = MemoryStore() if store is None else store
         thread_id = new_id() if id is None else validate_id(id, what="thread id")
         main = await new_sub_thread(store, MAIN, MAIN, title)
-        record = cls._new_record(
+        record = cls.new_record(
             thread_id=thread_id,
             title=title,
             tags=tags,
@@ -220,7 +221,7 @@ class WorkflowThread(AgentThread):
                     f"sub-thread {key!r}", detail=f"workflow {self.id!r} already has this key"
                 )
             keys = {**self._keys, key: sub.id}
-            await self._publish({"sub_threads": dict[str, JsonValue](keys)})
+            await self.publish({"sub_threads": dict[str, JsonValue](keys)})
             self._keys = keys
 
         try:
@@ -266,7 +267,7 @@ class WorkflowThread(AgentThread):
 
         async def write() -> None:
             keys = {k: v for k, v in self._keys.items() if k != key}
-            await self._publish({"sub_threads": dict[str, JsonValue](keys)})
+            await self.publish({"sub_threads": dict[str, JsonValue](keys)})
             self._keys = keys
 
         async with self._lock:
@@ -275,9 +276,9 @@ class WorkflowThread(AgentThread):
         with suppress(ThreadNotFoundError):
             await handle.delete()
 
-    async def _adopt(self, record: Record) -> None:
+    async def adopt(self, record: Record, state: ImmutableState | None = None) -> None:
         old_ranges = self._log.ranges
-        await super()._adopt(record)
+        await super().adopt(record, state)
         shared = pieces.common_prefix(old_ranges, self._log.ranges)
         if shared == len(self._closed) == pieces.length(old_ranges):
             self._closed.extend(
@@ -411,7 +412,7 @@ class WorkflowThread(AgentThread):
             )
             log_data = step_log.to_data()
             await self._publish_execution(
-                new, {**log_data, "state": digest, "blobs": self._blob_refs(digest)}
+                new, {**log_data, "state": digest, "blobs": self.blob_refs(digest)}
             )
             self._log, self._state = step_log, new_state
             self._closed.extend(records)
@@ -431,10 +432,10 @@ class WorkflowThread(AgentThread):
         data: dict[str, JsonValue] = {"execution": new.model_dump(mode="json"), **(extra or {})}
         for _ in range(_WRITE_ATTEMPTS):
             try:
-                await self._publish(data)
+                await self.publish(data)
                 break
             except ConflictError:
-                await self._reread_after_lost_write()
+                await self.reread_after_lost_write()
                 if self._exec == new and all(
                     self._record.data.get(k) == v for k, v in data.items()
                 ):
@@ -637,7 +638,7 @@ class WorkflowThread(AgentThread):
         step_log = await append_records(store, StepLog(), records, [])
         state = ImmutableState(document.get("state") or {})
         digest = await store.put_blob(state.to_json_bytes()) if state else None
-        record = cls._new_record(
+        record = cls.new_record(
             thread_id=document.get("id"),
             title=document.get("title"),
             tags=document.get("tags"),

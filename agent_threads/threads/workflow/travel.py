@@ -9,9 +9,9 @@ from pydantic import JsonValue
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id
+from agent_threads.core.records import put_new
 from agent_threads.errors import ConflictError
 from agent_threads.state import ImmutableState
-from agent_threads.threads.base import put_new
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.checkpoints import (
     StoredCut,
@@ -55,7 +55,7 @@ async def state_for(workflow: WorkflowThread, digest: str | None) -> ImmutableSt
     """The state stored under `digest` (the workflow's own without a read)."""
     if digest == workflow._digest():
         return workflow.state
-    record = workflow._record.model_copy(update={"data": {"state": digest}})
+    record = workflow.record.model_copy(update={"data": {"state": digest}})
     return await workflow._read_state(workflow.store, record)
 
 
@@ -89,7 +89,7 @@ async def _restore(
         "sub_threads": dict[str, JsonValue](keys),
         **cut.step_log.to_data(),
         "state": digest,
-        "blobs": workflow._blob_refs(digest),
+        "blobs": workflow.blob_refs(digest),
     }
     state = await state_for(workflow, digest)
     closed, length = await closed_for(workflow, cut.step_log)
@@ -173,7 +173,7 @@ async def _new_fork(
         if sub.head == 0:  # so a crashed step on it can be rolled back to empty
             await sub.checkpoint(CREATED_LABEL)
     idle = execution.model_copy(update={"status": "idle", "checkpoint": None})
-    record = workflow._new_record(
+    record = workflow.new_record(
         thread_id=id,
         title=workflow.title if title is None else title,
         tags=workflow.tags if tags is None else tags,

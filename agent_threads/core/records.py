@@ -1,0 +1,108 @@
+"""Thread records: their kind, schema version, stats, and the rules every writer of one shares.
+
+A thread lives in its store as one record of kind `THREAD_KIND`, versioned for
+compare-and-set. Everything here is pure but `put_new` and `read_state`, which take the
+store to act on as an argument.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from agent_threads.errors import ConflictError, StoreCorruptedError
+from agent_threads.messages import Message
+from agent_threads.state import ImmutableState
+
+if TYPE_CHECKING:  # the store protocol sits above this module; only its type is needed
+    from agent_threads.stores.base import Record, ThreadStore
+
+SCHEMA_VERSION = 2
+"""Version of the thread record this code writes (2: checkpoints in a log, see `logs`).
+
+Records of version 1 are read as they are; their checkpoints are records of their own
+until the first new checkpoint moves them into the log.
+"""
+
+THREAD_KIND = "thread"
+"""The store record kind of every thread, whatever its type."""
+
+WRITE_ATTEMPTS = 16
+"""Compare-and-set attempts of a write before it gives up with `ConflictError`."""
+
+
+class ThreadStats(BaseModel):
+    """What a thread has accumulated: messages appended and their summed `usage`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    message_count: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost: float = Field(default=0.0, ge=0)
+
+    def add(self, messages: Iterable[Message]) -> ThreadStats:
+        """These stats plus the given messages."""
+        count, tokens_in, tokens_out, cost = 0, 0, 0, 0.0
+        for message in messages:
+            count += 1
+            if message.usage is not None:
+                tokens_in += message.usage.input_tokens
+                tokens_out += message.usage.output_tokens
+                cost += message.usage.cost
+        return ThreadStats(
+            message_count=self.message_count + count,
+            input_tokens=self.input_tokens + tokens_in,
+            output_tokens=self.output_tokens + tokens_out,
+            cost=self.cost + cost,
+        )
+
+
+def clean_metadata(
+    metadata: Mapping[str, Any] | None, *, what: str = "thread metadata"
+) -> dict[str, JsonValue]:
+    """A JSON copy of user metadata (threads, checkpoints); TypeError naming `what` if not JSON."""
+    if metadata is None:
+        return {}
+    try:
+        return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serializable: {exc}") from exc
+
+
+def thread_exists(thread_id: str) -> ConflictError:
+    """The error for a new thread whose id another thread holds (no retry can help)."""
+    return ConflictError(f"thread {thread_id!r}", detail="a thread with this id already exists")
+
+
+async def put_new(store: ThreadStore, record: Record) -> Record:
+    """Store a new thread record (ConflictError naming it if the id is taken)."""
+    try:
+        return await store.put_record(record, expected_version=0)
+    except ConflictError as exc:
+        raise thread_exists(record.id) from exc
+
+
+async def read_state(store: ThreadStore, digest: str | None, *, owner: str) -> ImmutableState:
+    """The state stored under `digest` (None: the empty state).
+
+    Raises:
+        StoreCorruptedError: the blob is missing or undecodable; `owner` names whose
+            state it is (e.g. "thread 'abc'").
+    """
+    if digest is None:
+        return ImmutableState()
+    blob = await store.get_blob(digest)
+    if blob is None:
+        raise StoreCorruptedError(f"blob {digest}", detail=f"the state of {owner} is missing")
+    return decode_state(blob, digest)
+
+
+def decode_state(blob: bytes, digest: str) -> ImmutableState:
+    """The state a blob holds (StoreCorruptedError naming the blob if undecodable)."""
+    try:
+        return ImmutableState.from_json_bytes(blob)
+    except ValueError as exc:
+        raise StoreCorruptedError(f"blob {digest}", detail=f"undecodable state: {exc}") from exc
