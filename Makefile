@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench dist clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/views.py
 	$(BIN)/python bench/checkpoints.py
 	$(BIN)/python bench/workflows.py
+
+# The release: sdist and wheel in dist/, checked, installed with every extra into a fresh
+# build/dist-venv beside llama-index-workflows, openai-agents and langgraph, quickstart run.
+dist: $(STAMP)
+	$(BIN)/python scripts/check_dist.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
