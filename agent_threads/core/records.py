@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from agent_threads.errors import ConflictError, StoreCorruptedError
 from agent_threads.messages import Message
@@ -106,3 +106,78 @@ def decode_state(blob: bytes, digest: str) -> ImmutableState:
         return ImmutableState.from_json_bytes(blob)
     except ValueError as exc:
         raise StoreCorruptedError(f"blob {digest}", detail=f"undecodable state: {exc}") from exc
+
+
+RangeJson = tuple[str, int, int]
+"""A range as records store it: `[segment_id, start, end]`."""
+
+_RECORD = ConfigDict(frozen=True, extra="ignore")
+"""Typed views of record data ignore the keys of other layers (a subclass's, a store's)."""
+
+
+class Origin(BaseModel):
+    """The point a thread started from (created, forked, copied or imported)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    ranges: tuple[RangeJson, ...] = ()
+    state: str | None = None
+    stats: ThreadStats = Field(default_factory=ThreadStats)
+
+    @field_validator("stats", mode="before")
+    @classmethod
+    def _no_stats_is_zero(cls, value: object) -> object:
+        return ThreadStats() if value is None else value
+
+
+class ThreadData(BaseModel):
+    """The data of a thread record, as every type of thread keeps it.
+
+    `logs` lists the ranges of the thread's checkpoint log; it is None in a record of
+    version 1, whose checkpoints are records of their own. `blobs` are the state
+    digests the thread keeps alive (its state and its origin's).
+    """
+
+    model_config = _RECORD
+    schema_version: int
+    type: str
+    title: str | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    parent_id: str | None = None
+    fork_point: str | None = None
+    created_at: str
+    updated_at: str
+    stats: ThreadStats = Field(default_factory=ThreadStats)
+    state: str | None = None
+    blobs: tuple[str, ...] = ()
+    logs: tuple[RangeJson, ...] | None = None
+    origin: Origin | None = None
+
+    @field_validator("stats", mode="before")
+    @classmethod
+    def _no_stats_is_zero(cls, value: object) -> object:
+        return ThreadStats() if value is None else value
+
+    def write(self) -> dict[str, JsonValue]:
+        """The record data: what `read_thread_data` reads back (`logs` left out if None)."""
+        return cast(
+            dict[str, JsonValue],
+            self.model_dump(mode="json", exclude={"logs"} if self.logs is None else None),
+        )
+
+
+DataT = TypeVar("DataT", bound=ThreadData)
+
+
+def read_thread_data(record: Record, schema: type[DataT]) -> DataT:
+    """The record's data as `schema` (ThreadData or a thread type's extension of it).
+
+    Raises:
+        StoreCorruptedError: a field is missing or malformed, naming the thread and field.
+    """
+    try:
+        return schema.model_validate(record.data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'data'}: {e['msg']}" for e in exc.errors()
+        )
+        raise StoreCorruptedError(f"thread {record.id!r} record", detail=problems) from exc

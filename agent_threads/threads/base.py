@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
 import anyio
-from pydantic import JsonValue
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agent_threads.core.ids import new_id, validate_id
 from agent_threads.core.pieces import Ranges
@@ -24,17 +24,18 @@ from agent_threads.core.records import (
     SCHEMA_VERSION,
     THREAD_KIND,
     WRITE_ATTEMPTS,
+    ThreadData,
     ThreadStats,
     clean_metadata,
     put_new,
     read_state,
+    read_thread_data,
     thread_exists,
 )
 from agent_threads.errors import (
     ConflictError,
     MessageNotFoundError,
     SchemaVersionError,
-    StoreCorruptedError,
     ThreadNotFoundError,
 )
 from agent_threads.messages import Message
@@ -77,13 +78,20 @@ def _dump(document: dict[str, Any]) -> str:
     return json.dumps(document, ensure_ascii=False, indent=1)
 
 
-def _origin(data: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
-    """The point a thread starts from: its ranges, state and stats at creation or fork."""
-    return {
-        "ranges": data.get("ranges") or [],
-        "state": data.get("state"),
-        "stats": data.get("stats"),
-    }
+def _origin(data: Mapping[str, JsonValue]) -> JsonValue:
+    """The point a thread starts from: its ranges, state and stats at creation or fork.
+
+    `data` is the record data being written, `ranges` a chat thread's content.
+    """
+    return {"ranges": data.get("ranges") or [], "state": data["state"], "stats": data["stats"]}
+
+
+class _Header(BaseModel):
+    """What is read of a thread record before its version is known to be readable."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    schema_version: JsonValue = None
+    type: JsonValue = None
 
 
 class AgentThread(ABC):
@@ -95,9 +103,13 @@ class AgentThread(ABC):
 
     type_name: ClassVar[str]
     _types: ClassVar[dict[str, type[AgentThread]]] = {}
+    data_schema: ClassVar[type[ThreadData]] = ThreadData
+    """The typed form of this type's record data (a subclass extends `ThreadData`)."""
 
     _store: ThreadStore
     _record: Record
+    _data: ThreadData
+    """`_record.data`, read as `data_schema` (on every bind, refresh and write)."""
     _state: ImmutableState
     _lock: anyio.Lock
     _history: LoadedHistory | None
@@ -122,15 +134,24 @@ class AgentThread(ABC):
     def _bind(cls, store: ThreadStore, record: Record, state: ImmutableState) -> Self:
         handle = object.__new__(cls)
         handle._store = store
-        handle._record = record
         handle._state = state
         handle._lock = anyio.Lock(fast_acquire=True)  # its holders await the store anyway
         handle._history = None
-        handle._on_bind()
+        handle._take(record)
         return handle
 
+    def _take(self, record: Record) -> None:
+        """Make `record` this handle's, read as the type's `data_schema`."""
+        self._data = read_thread_data(record, self.data_schema)
+        self._record = record
+        self._on_bind()
+
     def _on_bind(self) -> None:  # noqa: B027 - a hook; most subclasses have fields to read
-        """Read subclass fields from `self._record` (called on every bind and refresh)."""
+        """Hook: read the subclass's fields from `self._data` (its `data_schema`).
+
+        Called whenever the handle takes a record: when it is bound, refreshed, rolled
+        back, and after each write it publishes.
+        """
 
     @classmethod
     def new_record(
@@ -172,9 +193,10 @@ class AgentThread(ABC):
         record = await store.get_record(THREAD_KIND, thread_id)
         if record is None:
             raise ThreadNotFoundError(thread_id)
-        found = record.data.get("schema_version")
-        SchemaVersionError.check(found, f"thread {thread_id!r} record", newest=SCHEMA_VERSION)
-        type_name = record.data.get("type")
+        header = _Header.model_validate(record.data)
+        where = f"thread {thread_id!r} record"
+        SchemaVersionError.check(header.schema_version, where, newest=SCHEMA_VERSION)
+        type_name = header.type
         if cls is not AgentThread and type_name != cls.type_name:
             raise ThreadNotFoundError(
                 thread_id, detail=f"it is a {type_name!r} thread, not a {cls.type_name!r} one"
@@ -183,9 +205,7 @@ class AgentThread(ABC):
 
     @staticmethod
     async def _read_state(store: ThreadStore, record: Record) -> ImmutableState:
-        digest = record.data.get("state")
-        if digest is not None and not isinstance(digest, str):
-            raise StoreCorruptedError(f"thread {record.id!r}", detail="state digest is not text")
+        digest = read_thread_data(record, ThreadData).state
         return await read_state(store, digest, owner=f"thread {record.id!r}")
 
     @classmethod
@@ -197,7 +217,7 @@ class AgentThread(ABC):
             SchemaVersionError: the record was written by a newer version.
         """
         record = await cls._read_record(store, thread_id)
-        type_name = record.data.get("type")
+        type_name = _Header.model_validate(record.data).type
         target = AgentThread._types.get(type_name) if isinstance(type_name, str) else None
         if target is None:
             raise SchemaVersionError(
@@ -225,8 +245,7 @@ class AgentThread(ABC):
     @property
     def title(self) -> str | None:
         """The title, if any."""
-        title = self._record.data.get("title")
-        return title if isinstance(title, str) else None
+        return self._data.title
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -236,30 +255,27 @@ class AgentThread(ABC):
     @property
     def metadata(self) -> Mapping[str, JsonValue]:
         """User metadata (read-only; change it with `update(metadata=...)`)."""
-        value = self._record.data.get("metadata")
-        return MappingProxyType(value if isinstance(value, dict) else {})
+        return MappingProxyType(self._data.metadata)
 
     @property
     def parent_id(self) -> str | None:
         """The id of the thread this one was forked from, if any."""
-        value = self._record.data.get("parent_id")
-        return value if isinstance(value, str) else None
+        return self._data.parent_id
 
     @property
     def fork_point(self) -> str | None:
         """The id of the last message shared with the parent at fork time, if any."""
-        value = self._record.data.get("fork_point")
-        return value if isinstance(value, str) else None
+        return self._data.fork_point
 
     @property
     def created_at(self) -> datetime:
         """When the thread was created (UTC)."""
-        return datetime.fromisoformat(str(self._record.data["created_at"]))
+        return datetime.fromisoformat(self._data.created_at)
 
     @property
     def stats(self) -> ThreadStats:
         """Messages appended and usage summed over them."""
-        return ThreadStats.model_validate(self._record.data.get("stats") or {})
+        return self._data.stats
 
     @property
     def state(self) -> ImmutableState:
@@ -269,8 +285,12 @@ class AgentThread(ABC):
     @property
     def state_digest(self) -> str | None:
         """The content address of the state as stored (None: the empty state)."""
-        digest = self._record.data.get("state")
-        return digest if isinstance(digest, str) else None
+        return self._data.state
+
+    @property
+    def record_data(self) -> ThreadData:
+        """The thread record's data, typed (this handle's last read or write)."""
+        return self._data
 
     @property
     def record(self) -> Record:
@@ -297,6 +317,8 @@ class AgentThread(ABC):
         """Compare-and-set the record with `data` merged in; ConflictError if someone won.
 
         For an unsaved copy, a ConflictError means its id is taken (no retry helps).
+        The handle takes the record written, without calling `_on_bind`: the caller
+        knows what it changed.
         """
         new_data = {**self._record.data, **data, "updated_at": _now_iso()}
         update: dict[str, Any] = {"data": new_data}
@@ -304,9 +326,11 @@ class AgentThread(ABC):
             update["tags"] = tuple(tags)
         record = self._record.model_copy(update=update)
         if self._record.version == 0:  # an unsaved copy: its first write stores it
-            self._record = await put_new(self._store, record)
-            return
-        self._record = await self._store.put_record(record, expected_version=self._record.version)
+            stored = await put_new(self._store, record)
+        else:
+            stored = await self._store.put_record(record, expected_version=self._record.version)
+        self._data = read_thread_data(stored, self.data_schema)
+        self._record = stored
 
     async def _write_with_retry(self, write: Callable[[], Awaitable[None]]) -> None:
         """Run `write` (which calls `publish`), refreshing and retrying on a lost race."""
@@ -348,9 +372,10 @@ class AgentThread(ABC):
         if self._record.version == 0:  # an unsaved copy: nothing stored to re-read
             return
         record = await self._read_record(self._store, self.id)
-        if record.data.get("state") != self._record.data.get("state"):
-            self._state = await self._read_state(self._store, record)
-        await self.adopt(record)
+        state = None
+        if read_thread_data(record, ThreadData).state != self._data.state:
+            state = await self._read_state(self._store, record)
+        await self.adopt(record, state)
 
     async def adopt(self, record: Record, state: ImmutableState | None = None) -> None:
         """Take `record` (fresher than ours) and `state` (if given) as this handle's.
@@ -358,10 +383,9 @@ class AgentThread(ABC):
         Called after a refresh and a rollback; subclasses extend it to bring their
         in-memory content up to the record.
         """
-        self._record = record
         if state is not None:
             self._state = state
-        self._on_bind()
+        self._take(record)
 
     def remember(self, checkpoint: Checkpoint, state: ImmutableState) -> None:
         """Add a checkpoint this handle made to the history it holds for `to_json`, if any."""
@@ -417,9 +441,8 @@ class AgentThread(ABC):
 
         That is its state and the state it started from (`at(message_id=...)` may use it).
         """
-        origin = self._record.data.get("origin")
-        started = origin.get("state") if isinstance(origin, dict) else None
-        refs = [d for d in (state_digest, started) if isinstance(d, str)]
+        started = None if self._data.origin is None else self._data.origin.state
+        refs: list[JsonValue] = [d for d in (state_digest, started) if d is not None]
         return list(dict.fromkeys(refs))
 
     async def delete(self) -> None:
@@ -649,7 +672,7 @@ class AgentThread(ABC):
             "metadata": dict(self.metadata),
             "parent_id": self.parent_id,
             "fork_point": self.fork_point,
-            "created_at": self._record.data.get("created_at"),
+            "created_at": self._data.created_at,
             "stats": self.stats.model_dump(),
             "state": self._state.to_dict(),
             **self._export_content(),

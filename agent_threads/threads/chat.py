@@ -6,12 +6,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from pydantic import JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id
 from agent_threads.core.pieces import OpenSegment, Range, Ranges
-from agent_threads.core.records import THREAD_KIND, ThreadStats, put_new
+from agent_threads.core.records import THREAD_KIND, RangeJson, ThreadData, ThreadStats, put_new
 from agent_threads.errors import (
     ConflictError,
     DuplicateMessageError,
@@ -48,7 +48,23 @@ class _AppendPlan:
     open_segment: OpenSegment
 
 
-def _log_data(ranges: Ranges, open_segment: OpenSegment | None) -> dict[str, JsonValue]:
+class _SegmentJson(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str
+    end: int
+
+
+class ChatData(ThreadData):
+    """A chat thread's record data: its piece table, head and the segment it extends."""
+
+    ranges: tuple[RangeJson, ...] = ()
+    head: int = 0
+    segment: _SegmentJson | None = None
+    auto_checkpoint: bool = False
+
+
+def _content_data(ranges: Ranges, open_segment: OpenSegment | None) -> dict[str, JsonValue]:
+    """The record data that makes `ranges` the content, extending `open_segment` next."""
     segment: JsonValue = (
         None if open_segment is None else {"id": open_segment.segment_id, "end": open_segment.end}
     )
@@ -57,24 +73,6 @@ def _log_data(ranges: Ranges, open_segment: OpenSegment | None) -> dict[str, Jso
         "head": pieces.length(ranges),
         "segment": segment,
     }
-
-
-def _parse_log(record: Record) -> tuple[Ranges, OpenSegment | None]:
-    try:
-        raw = record.data.get("ranges") or []
-        if not isinstance(raw, list):
-            raise ValueError("ranges is not a list")
-        ranges = tuple(Range.from_json(r) for r in raw)
-        segment = record.data.get("segment")
-        open_segment = None
-        if isinstance(segment, dict):
-            seg_id, end = segment.get("id"), segment.get("end")
-            if not isinstance(seg_id, str) or not isinstance(end, int):
-                raise ValueError(f"bad open segment {segment!r}")
-            open_segment = OpenSegment(seg_id, end)
-    except ValueError as exc:
-        raise StoreCorruptedError(f"thread {record.id!r} record", detail=str(exc)) from exc
-    return ranges, open_segment
 
 
 _TO_JSON = Message.__pydantic_serializer__.to_json
@@ -113,6 +111,7 @@ class ChatMessageThread(AgentThread):
     """
 
     type_name = "chat"
+    data_schema = ChatData
 
     _ranges: Ranges
     _open_segment: OpenSegment | None
@@ -120,7 +119,11 @@ class ChatMessageThread(AgentThread):
     _lazy: bool
 
     def _on_bind(self) -> None:
-        self._ranges, self._open_segment = _parse_log(self._record)
+        data = self._data
+        assert isinstance(data, ChatData)  # the data_schema
+        self._ranges = tuple(Range(*r) for r in data.ranges)
+        segment = data.segment
+        self._open_segment = None if segment is None else OpenSegment(segment.id, segment.end)
 
     def _attach(
         self, cache: SegmentCache, *, lazy: bool, states: dict[str, ImmutableState] | None = None
@@ -160,7 +163,7 @@ class ChatMessageThread(AgentThread):
             InvalidIdError: `id` is not a valid id.
         """
         store = MemoryStore() if store is None else store
-        extra = {**_log_data((), None), "auto_checkpoint": bool(auto_checkpoint)}
+        extra = {**_content_data((), None), "auto_checkpoint": bool(auto_checkpoint)}
         record = cls.new_record(
             thread_id=id, title=title, tags=tags, metadata=metadata, extra=extra
         )
@@ -201,7 +204,8 @@ class ChatMessageThread(AgentThread):
     @property
     def auto_checkpoint(self) -> bool:
         """Whether each `on_new_messages` batch records a checkpoint."""
-        return self._record.data.get("auto_checkpoint") is True
+        data = self._data
+        return isinstance(data, ChatData) and data.auto_checkpoint
 
     @property
     def is_lazy(self) -> bool:
@@ -378,7 +382,7 @@ class ChatMessageThread(AgentThread):
         while True:
             base_ranges, base_open = self._ranges, self._open_segment
             stats = self.stats.add(batch)
-            data = {**_log_data(plan.ranges, plan.open_segment), "stats": stats.model_dump()}
+            data = {**_content_data(plan.ranges, plan.open_segment), "stats": stats.model_dump()}
             try:
                 await self.publish(data)
             except ConflictError:
@@ -461,7 +465,6 @@ class ChatMessageThread(AgentThread):
                     if count == self.head
                     else ThreadStats().add(await self.get_messages(0, count))
                 )
-            digest = self._record.data.get("state")
             record = self.new_record(
                 thread_id=id,
                 title=self.title if title is None else title,
@@ -470,7 +473,7 @@ class ChatMessageThread(AgentThread):
                 parent_id=self.id,
                 fork_point=None if last is None else last.id,
                 stats=stats,
-                state_digest=digest if isinstance(digest, str) else None,
+                state_digest=self.state_digest,
                 extra=self.fork_data(ranges),
             )
             stored = await put_new(self._store, record)
@@ -511,7 +514,7 @@ class ChatMessageThread(AgentThread):
         return {"ranges": [r.to_json() for r in ranges], "head": pieces.length(ranges)}
 
     def fork_data(self, ranges: Ranges) -> dict[str, JsonValue]:
-        return {**_log_data(ranges, None), "auto_checkpoint": self.auto_checkpoint}
+        return {**_content_data(ranges, None), "auto_checkpoint": self.auto_checkpoint}
 
     def bind_fork(self, record: Record, state: ImmutableState) -> Self:
         return (
@@ -558,7 +561,7 @@ class ChatMessageThread(AgentThread):
             stats=ThreadStats.model_validate(document.get("stats") or {}),
             state_digest=handle_state_digest,
             extra={
-                **_log_data(ranges, open_segment),
+                **_content_data(ranges, open_segment),
                 "auto_checkpoint": document.get("auto_checkpoint") is True,
             },
         )

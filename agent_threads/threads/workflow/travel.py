@@ -9,7 +9,7 @@ from pydantic import JsonValue
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id
-from agent_threads.core.records import put_new
+from agent_threads.core.records import put_new, read_state
 from agent_threads.errors import ConflictError
 from agent_threads.state import ImmutableState
 from agent_threads.threads.chat import ChatMessageThread
@@ -55,8 +55,7 @@ async def state_for(workflow: WorkflowThread, digest: str | None) -> ImmutableSt
     """The state stored under `digest` (the workflow's own without a read)."""
     if digest == workflow._digest():
         return workflow.state
-    record = workflow.record.model_copy(update={"data": {"state": digest}})
-    return await workflow._read_state(workflow.store, record)
+    return await read_state(workflow.store, digest, owner=f"workflow {workflow.id!r}")
 
 
 async def rollback(workflow: WorkflowThread, cut: StoredCut) -> WorkflowCheckpoint:
