@@ -111,7 +111,8 @@ class ImmutableState(Mapping[str, Any]):
             return bool(self.to_dict() == thaw(other))
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    # No __hash__: a class that defines __eq__ alone gets `__hash__ = None`, so a state,
+    # like the dict it stands in for, is unhashable.
 
     def __repr__(self) -> str:
         return f"ImmutableState({self.to_dict()!r})"

@@ -22,4 +22,4 @@ class SequenceView(Sequence[T]):
             return NotImplemented
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
-    __hash__ = None  # type: ignore[assignment]
+    # No __hash__: defining __eq__ alone sets `__hash__ = None` (unhashable, like a list).

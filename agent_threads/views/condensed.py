@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from agent_threads.errors import MessageNotFoundError
 from agent_threads.messages import Message, SummaryPart, ToolCallPart, ToolResultPart
@@ -46,7 +46,7 @@ def counter_key(counter: Counter) -> Hashable:
         hash(counter)
     except TypeError:
         return ("id", id(counter))
-    return counter  # type: ignore[return-value]  # hash() above proved it hashable
+    return cast(Hashable, counter)  # hash() above proved it hashable
 
 
 class NeedsRebuild(Exception):
