@@ -40,9 +40,11 @@ from agent_threads.core.records import (
     SCHEMA_VERSION,
     THREAD_KIND,
     WRITE_ATTEMPTS,
+    ThreadData,
     ThreadStats,
     clean_metadata,
     read_state,
+    read_thread_data,
 )
 from agent_threads.errors import (
     CheckpointNotFoundError,
@@ -52,7 +54,7 @@ from agent_threads.errors import (
     StoreCorruptedError,
 )
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import LOGS_KEY, Record, Row, record_logs, validate_tag
+from agent_threads.stores.base import LOGS_KEY, Record, Row, validate_tag
 from agent_threads.timetravel.checkpoint import (
     Checkpoint,
     CheckpointReason,
@@ -99,34 +101,35 @@ def clean_label(label: str | None) -> str | None:
 # -- the checkpoint log -------------------------------------------------------------------
 
 
-def log_ranges(record: Record) -> Ranges:
-    """The ranges of a thread's checkpoint log, from its record."""
-    return tuple(Range(*r) for r in record_logs(record))
+def log_ranges(data: ThreadData) -> Ranges:
+    """The ranges of a thread's checkpoint log, from its record data."""
+    return tuple(Range(*r) for r in data.logs or ())
 
 
-def _is_legacy(record: Record) -> bool:
+def _is_legacy(data: ThreadData) -> bool:
     """Whether the thread was written before checkpoint logs (its checkpoints are records)."""
-    return LOGS_KEY not in record.data
+    return data.logs is None
 
 
-async def _current_record(thread: CheckpointedThread) -> Record | None:
+async def _current_data(thread: CheckpointedThread) -> ThreadData | None:
     """The thread record as the store holds it now (None: deleted); an unsaved copy's own."""
     if thread.record.version == 0:
-        return thread.record
-    return await thread.store.get_record(THREAD_KIND, thread.id)
+        return thread.record_data
+    record = await thread.store.get_record(THREAD_KIND, thread.id)
+    return None if record is None else read_thread_data(record, ThreadData)
 
 
-async def _read_log(thread: CheckpointedThread, record: Record) -> list[Checkpoint]:
+async def _read_log(thread: CheckpointedThread, data: ThreadData) -> list[Checkpoint]:
     """Every checkpoint of the thread's log, oldest first."""
-    if _is_legacy(record):
+    if _is_legacy(data):
         legacy = await _legacy_checkpoints(thread)
         # another handle may have moved them into the log (then deleted some) meanwhile
-        now = await _current_record(thread)
+        now = await _current_data(thread)
         if now is None or _is_legacy(now):
             return legacy
-        record = now
+        data = now
     found: list[Checkpoint] = []
-    for r in log_ranges(record):
+    for r in log_ranges(data):
         rows = await thread.store.read_rows(r.segment_id, r.start, r.end)
         found += [_decode(thread, text, r.segment_id, p) for p, text in enumerate(rows, r.start)]
     return found
@@ -162,15 +165,15 @@ async def _append_to_log(
     force_new = False
     for _ in range(WRITE_ATTEMPTS):
         checkpoint, state, data = await build()
-        logs = log_ranges(thread.record)
-        legacy = await _legacy_checkpoints(thread) if _is_legacy(thread.record) else []
+        logs = log_ranges(thread.record_data)
+        legacy = await _legacy_checkpoints(thread) if _is_legacy(thread.record_data) else []
         rows = [Row(c.id, encode_row(c)) for c in [*legacy, checkpoint]]
         segment_id, start, new_logs, rows = await _plan(thread, logs, rows, force_new=force_new)
         try:
             await thread.store.append_rows(segment_id, start, rows)
         except ConflictError:
             await thread.refresh_unlocked()
-            force_new = log_ranges(thread.record) == logs  # unchanged: rows nobody published
+            force_new = log_ranges(thread.record_data) == logs  # unchanged: rows nobody published
             continue
         published: dict[str, JsonValue] = {
             **data,
@@ -182,7 +185,7 @@ async def _append_to_log(
             for old in legacy:
                 await thread.store.delete_record(CHECKPOINT_KIND, old.id)
             return checkpoint, state
-        force_new = log_ranges(thread.record) == logs  # our rows sit there, unpublished
+        force_new = log_ranges(thread.record_data) == logs  # our rows sit there, unpublished
     raise ConflictError(
         f"thread {thread.id!r}",
         detail="other writers kept changing the thread while a checkpoint was saved; try again",
@@ -241,7 +244,7 @@ async def _publish_log(
             return True
         except ConflictError:
             await thread.reread_after_lost_write()
-            if keep is None or log_ranges(thread.record) != logs:
+            if keep is None or log_ranges(thread.record_data) != logs:
                 return False
             checkpoint, state = keep
             held = {r.segment_id for r in thread.content_ranges()}
@@ -308,8 +311,8 @@ async def save_checkpoint(
 
 async def list_checkpoints(thread: CheckpointedThread) -> list[Checkpoint]:
     """The thread's checkpoints as the store holds them, oldest first."""
-    record = await _current_record(thread)
-    return [] if record is None else await _read_log(thread, record)
+    data = await _current_data(thread)
+    return [] if data is None else await _read_log(thread, data)
 
 
 async def find_checkpoint(thread: CheckpointedThread, id_or_label: str) -> Checkpoint:
@@ -322,14 +325,14 @@ async def find_checkpoint(thread: CheckpointedThread, id_or_label: str) -> Check
     """
     if not isinstance(id_or_label, str):
         raise TypeError(f"a checkpoint id or label is a string, not {id_or_label!r}")
-    record = await _current_record(thread)
-    if record is None:
+    data = await _current_data(thread)
+    if data is None:
         raise CheckpointNotFoundError(id_or_label, thread_id=thread.id)
-    if not _is_legacy(record):
-        found = await _find_by_id(thread, record, id_or_label)
+    if not _is_legacy(data):
+        found = await _find_by_id(thread, data, id_or_label)
         if found is not None:
             return found
-    listed = await _read_log(thread, record)
+    listed = await _read_log(thread, data)
     by_id = [c for c in listed if c.id == id_or_label]  # an id first, as above
     matches = by_id or [c for c in listed if c.label == id_or_label]
     if matches:
@@ -338,13 +341,13 @@ async def find_checkpoint(thread: CheckpointedThread, id_or_label: str) -> Check
 
 
 async def _find_by_id(
-    thread: CheckpointedThread, record: Record, checkpoint_id: str
+    thread: CheckpointedThread, data: ThreadData, checkpoint_id: str
 ) -> Checkpoint | None:
     try:
         places = await thread.store.locate_message(validate_id(checkpoint_id))
     except InvalidIdError:  # not an id: it can still be a label
         return None
-    logs = log_ranges(record)
+    logs = log_ranges(data)
     for segment_id, position in places:
         if any(r.segment_id == segment_id and r.start <= position < r.end for r in logs):
             text = (await thread.store.read_rows(segment_id, position, position + 1))[0]
@@ -473,19 +476,10 @@ async def _known_points(thread: CheckpointedThread) -> list[Point]:
 
 def origin_point(thread: CheckpointedThread) -> Point | None:
     """The point the thread started from (created empty, forked, copied or imported)."""
-    origin = thread.record.data.get("origin")
+    origin = thread.record_data.origin
     if origin is None:
         return None
-    try:
-        if not isinstance(origin, dict):
-            raise ValueError("origin is not an object")
-        raw = origin.get("ranges") or []
-        ranges = tuple(Range.from_json(r) for r in (raw if isinstance(raw, list) else [raw]))
-        digest = origin.get("state")
-        stats = ThreadStats.model_validate(origin.get("stats") or {})
-    except (ValueError, ValidationError) as exc:
-        raise StoreCorruptedError(f"thread {thread.id!r} origin", detail=str(exc)) from exc
-    return Point(ranges, digest if isinstance(digest, str) else None, stats)
+    return Point(tuple(Range(*r) for r in origin.ranges), origin.state, origin.stats)
 
 
 def _nearest_base(target: Ranges, points: Sequence[Point]) -> Point:
@@ -582,19 +576,17 @@ async def lineage(thread: CheckpointedThread) -> list[Ancestor]:
             record = await thread.store.get_record(THREAD_KIND, validate_id(parent))
         except InvalidIdError as exc:
             raise StoreCorruptedError(f"thread {thread.id!r} lineage", detail=str(exc)) from exc
-        data = {} if record is None else record.data
-        title = data.get("title")
+        data = None if record is None else read_thread_data(record, ThreadData)
         ancestors.append(
             Ancestor(
                 thread_id=parent,
-                title=title if isinstance(title, str) else None,
+                title=None if data is None else data.title,
                 fork_point=fork_point,
-                deleted=record is None,
+                deleted=data is None,
             )
         )
-        next_parent, next_fork = data.get("parent_id"), data.get("fork_point")
-        parent = next_parent if isinstance(next_parent, str) else None
-        fork_point = next_fork if isinstance(next_fork, str) else None
+        parent = None if data is None else data.parent_id
+        fork_point = None if data is None else data.fork_point
     return ancestors
 
 

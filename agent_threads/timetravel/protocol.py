@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 from pydantic import JsonValue
 
 from agent_threads.core.pieces import Ranges
-from agent_threads.core.records import ThreadStats
+from agent_threads.core.records import ThreadData, ThreadStats
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, ThreadStore
@@ -38,6 +38,10 @@ class CheckpointedThread(Protocol):
     @property
     def record(self) -> Record:
         """The thread record this handle last read or wrote (version 0: an unsaved copy)."""
+
+    @property
+    def record_data(self) -> ThreadData:
+        """`record.data`, typed."""
 
     @property
     def title(self) -> str | None: ...

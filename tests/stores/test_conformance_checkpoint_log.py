@@ -53,7 +53,7 @@ async def test_vacuum_skips_the_log_of_a_thread_deleted_and_vacuumed_meanwhile(
 ) -> None:
     kept = await _thread_with_checkpoint(store, "kept")
     gone = await _thread_with_checkpoint(store, "gone")
-    (log,) = log_ranges(gone._record)
+    (log,) = log_ranges(gone.record_data)
     racing = _MovedBeforeRead(store, log.segment_id, gone.delete)
     await collect_garbage(cast(ThreadStore, racing), grace=0)
     assert (await (await ChatMessageThread.load(kept.id, store=store)).at("kept")).state == {
@@ -63,7 +63,7 @@ async def test_vacuum_skips_the_log_of_a_thread_deleted_and_vacuumed_meanwhile(
 
 async def test_vacuum_reads_a_log_moved_to_another_segment_meanwhile(store: ThreadStore) -> None:
     thread = await _thread_with_checkpoint(store, "first")
-    (log,) = log_ranges(thread.record)
+    (log,) = log_ranges(thread.record_data)
 
     async def move_log() -> None:  # as when a log of too many ranges is copied
         rows = await store.read_rows(log.segment_id, log.start, log.end)

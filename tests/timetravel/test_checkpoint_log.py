@@ -153,11 +153,11 @@ async def test_rows_a_crash_left_past_the_log_end_are_skipped() -> None:
     thread = await ChatMessageThread.create(store)
     await thread.on_new_messages([Message.user("a")])
     first = await thread.checkpoint("first")
-    (log,) = log_ranges(thread.record)
+    (log,) = log_ranges(thread.record_data)
     await store.append_rows(log.segment_id, log.end, [Row(new_id(), '{"i":"~orphan"}')])
     second = await thread.checkpoint("second")
     assert await thread.checkpoints() == [first, second]
-    assert len(log_ranges(thread.record)) == 2  # the taken end sent it to a new segment
+    assert len(log_ranges(thread.record_data)) == 2  # the taken end sent it to a new segment
     fresh = await ChatMessageThread.load(thread.id, store=store)
     assert await fresh.get_checkpoint("second") == second
     assert (await fresh.at("first")).messages == thread.messages
