@@ -228,7 +228,11 @@ class AgentThread(ABC):
     @classmethod
     @abstractmethod
     async def _open(cls, store: ThreadStore, record: Record) -> Self:
-        """Bind a handle to a record read from the store (subclasses load their content)."""
+        """Hook: bind a handle to a record read from the store and load its content.
+
+        Called by `AgentThread.load` once the record's version and type are checked;
+        each subclass reads what it holds beyond the record (messages, sub-threads).
+        """
 
     # -- identity and metadata -------------------------------------------------------
 
@@ -484,11 +488,18 @@ class AgentThread(ABC):
         return twin
 
     def _data_for_copy(self, data: dict[str, JsonValue]) -> dict[str, JsonValue]:
-        """Adjust a deep copy of the record data for a copy (subclasses drop ownerships)."""
+        """Hook: adjust a deep copy of the record data for `copy()`.
+
+        Called once per copy, before it is bound; a subclass drops what the copy must not
+        share (the segment a chat thread extends, say).
+        """
         return data
 
     def _share_into(self, twin: Self) -> None:  # noqa: B027 - a hook, empty by default
-        """Give a copy the in-memory content it shares with this handle."""
+        """Hook: give a copy the in-memory content it shares with this handle.
+
+        Called by `copy()` right after the copy is bound (messages cache, sub-threads).
+        """
 
     @abstractmethod
     async def fork(
@@ -502,7 +513,7 @@ class AgentThread(ABC):
     ) -> AgentThread:
         """A new thread holding this one's content (up to `message_id`, inclusive)."""
 
-    # -- checkpoints and time travel (the logic is in checkpoints.py) --------------------
+    # -- checkpoints and time travel (the logic is in agent_threads.timetravel) ----------
 
     async def checkpoint(
         self, label: str | None = None, *, metadata: Mapping[str, Any] | None = None
@@ -580,7 +591,9 @@ class AgentThread(ABC):
         """
         return await lineage(self)
 
-    # Hooks for checkpoints.py; the defaults describe a thread without messages.
+    # The content half of timetravel's CheckpointedThread protocol: hooks a subclass with
+    # messages overrides. Time travel calls them with the handle's lock held; the defaults
+    # describe a thread without messages.
 
     def content_ranges(self) -> Ranges:
         """The thread's piece table (what a checkpoint records)."""
@@ -656,7 +669,11 @@ class AgentThread(ABC):
         return history
 
     def _held_history(self) -> LoadedHistory | None:
-        """The history `to_json()` writes (None: this handle holds none)."""
+        """Hook: the history `to_json()` writes (None: this handle holds none).
+
+        Called by `to_json()`; a subclass raises `NotLoadedError` where a handle cannot
+        write one (a lazy chat handle).
+        """
         return self._history
 
     def _export_document(self, history: LoadedHistory | None = None) -> dict[str, Any]:
@@ -683,7 +700,10 @@ class AgentThread(ABC):
 
     @abstractmethod
     def _export_content(self) -> dict[str, Any]:
-        """The subclass's content for `to_json`."""
+        """Hook: the subclass's content in the export document (messages, sub-threads).
+
+        Called by `to_json()` and `export()`, after the fields every thread has.
+        """
 
     @classmethod
     async def from_json(
@@ -722,4 +742,7 @@ class AgentThread(ABC):
     @classmethod
     @abstractmethod
     async def _import(cls, document: dict[str, Any], store: ThreadStore) -> Self:
-        """Create a stored thread from an export document (already version-checked)."""
+        """Hook: create a stored thread from an export document of this type.
+
+        Called by `from_json` once the document's format, version and kind are checked.
+        """
