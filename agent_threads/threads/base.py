@@ -44,17 +44,15 @@ from agent_threads.stores.base import LOGS_KEY, Record, ThreadStore, validate_ta
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.timetravel.checkpoint import Checkpoint
 from agent_threads.timetravel.checkpoints import (
-    Ancestor,
-    ThreadSnapshot,
     delete_checkpoints,
     find_checkpoint,
-    lineage,
     list_checkpoints,
-    rollback,
     save_checkpoint,
-    snapshot,
 )
 from agent_threads.timetravel.history import LoadedHistory, history_section, load_history
+from agent_threads.timetravel.lineage import Ancestor, lineage
+from agent_threads.timetravel.snapshot import ThreadSnapshot
+from agent_threads.timetravel.travel import rollback, snapshot
 
 EXPORT_SCHEMA_VERSION = 1
 """Version of the `to_json` format this code writes."""

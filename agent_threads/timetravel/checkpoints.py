@@ -1,37 +1,28 @@
-"""Checkpoints: recorded points of a thread's history, time travel to them, and rollback.
+"""The checkpoint log: recording a thread's checkpoints, listing and finding them.
 
 A checkpoint is one row of its thread's *checkpoint log*: segments like the message
 segments, listed under `logs` in the thread record (the row's form is in
-`_checkpoint_log`). A row holds the thread's piece table at that moment, its state
-digest, stats, last message id and time; `vacuum()` reads the log's rows to keep what
-they reference alive (see `stores.base`). Recording one is a row append and a record
-write, the way messages are appended: O(number of ranges) whatever the length of the
-history, and about 200 bytes per checkpoint. Segment rows below a recorded end never
-change, so a checkpoint reads back exactly as it was, forever. A thread that goes
-drops its log with it; a fork or copy starts with an empty one.
-
-A rollback deletes nothing: it records the current head as an automatic checkpoint
-labelled `ROLLBACK_LABEL` (rolling back to that one undoes the rollback) and publishes
-the target's ranges, state and stats in the same compare-and-set on the thread record,
-the arbiter appends use. The thread keeps its open segment, so the next append opens a
-new one instead of writing over the abandoned messages (see `pieces.can_extend`).
+`timetravel.checkpoint`). A row holds the thread's piece table at that moment, its
+state digest, stats, last message id and time; `vacuum()` reads the log's rows to keep
+what they reference alive (see `stores.base`). Recording one is a row append and a
+record write, the way messages are appended: O(number of ranges) whatever the length of
+the history, and about 200 bytes per checkpoint. Segment rows below a recorded end never
+change, so a checkpoint reads back exactly as it was, forever. A thread that goes drops
+its log with it; a fork or copy starts with an empty one. `rollback()` (in
+`timetravel.travel`) appends its checkpoint of the old head through `append_to_log`
+too, in the same record write that moves the thread.
 
 Threads written before checkpoint logs (record version 1) kept each checkpoint as a
 record of kind `CHECKPOINT_KIND`; those are still read, and moved into the log by the
 thread's first new checkpoint.
-
-The thread methods (`checkpoint`, `checkpoints`, `get_checkpoint`, `at`, `rollback`,
-`lineage`) live on `CheckpointedThread` and call the functions here; `ThreadSnapshot` (what
-`at` returns) is in `snapshots.py`, the export of checkpoints (`to_json`, `export`) in
-`_history.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic import JsonValue, ValidationError
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id, validate_id
@@ -41,9 +32,7 @@ from agent_threads.core.records import (
     THREAD_KIND,
     WRITE_ATTEMPTS,
     ThreadData,
-    ThreadStats,
     clean_metadata,
-    read_state,
     read_thread_data,
 )
 from agent_threads.errors import (
@@ -63,7 +52,6 @@ from agent_threads.timetravel.checkpoint import (
     new_checkpoint_time,
 )
 from agent_threads.timetravel.protocol import CheckpointedThread
-from agent_threads.timetravel.snapshot import Point, ThreadSnapshot, ThreadT
 
 CHECKPOINT_KIND = "checkpoint"
 """The record kind checkpoints had before they moved into checkpoint logs (still read)."""
@@ -72,20 +60,6 @@ ROLLBACK_LABEL = "before-rollback"
 """The label of the checkpoint `rollback()` saves first: roll back to it to undo."""
 
 _LEGACY_SCHEMA_VERSION = 1
-
-
-class Ancestor(BaseModel):
-    """One thread of a lineage: an ancestor a thread was (indirectly) forked from.
-
-    `fork_point` is the last message the line below shares with this ancestor; `deleted`
-    says the ancestor's record is gone (its id is known, its own parent is not).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    thread_id: str
-    title: str | None = None
-    fork_point: str | None = None
-    deleted: bool = False
 
 
 def clean_label(label: str | None) -> str | None:
@@ -145,7 +119,7 @@ def _decode(thread: CheckpointedThread, text: str, segment_id: str, position: in
         ) from exc
 
 
-async def _append_to_log(
+async def append_to_log(
     thread: CheckpointedThread,
     build: Callable[[], Awaitable[tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]]],
     *,
@@ -258,7 +232,7 @@ async def _publish_log(
 # -- recording and finding ------------------------------------------------------------
 
 
-async def _current_checkpoint(
+async def current_checkpoint(
     thread: CheckpointedThread,
     label: str | None,
     metadata: dict[str, JsonValue],
@@ -302,9 +276,9 @@ async def save_checkpoint(
     cleaned = clean_metadata(metadata, what="checkpoint metadata")
 
     async def build() -> tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]:
-        return await _current_checkpoint(thread, label, cleaned, reason), thread.state, {}
+        return await current_checkpoint(thread, label, cleaned, reason), thread.state, {}
 
-    checkpoint, state = await _append_to_log(thread, build, keep_on_change=True)
+    checkpoint, state = await append_to_log(thread, build, keep_on_change=True)
     thread.remember(checkpoint, state)  # the state it records: the handle's may be newer now
     return checkpoint
 
@@ -406,207 +380,3 @@ def checkpoint_from_record(record: Record) -> Checkpoint:
         )
     except (ValueError, ValidationError) as exc:
         raise StoreCorruptedError(f"checkpoint {record.id!r}", detail=str(exc)) from exc
-
-
-async def _own_checkpoint(
-    thread: CheckpointedThread, checkpoint: Checkpoint | str, *, reread: bool
-) -> Checkpoint:
-    if isinstance(checkpoint, str):
-        return await find_checkpoint(thread, checkpoint)
-    if not isinstance(checkpoint, Checkpoint):
-        raise TypeError(f"expected a Checkpoint, an id or a label, got {checkpoint!r}")
-    if checkpoint.thread_id != thread.id:
-        raise CheckpointNotFoundError(checkpoint.id, thread_id=thread.id)
-    if not reread:
-        return checkpoint
-    found = await find_checkpoint(thread, checkpoint.id)
-    if found.id != checkpoint.id:  # a label equal to the id of a checkpoint that is gone
-        raise CheckpointNotFoundError(checkpoint.id, thread_id=thread.id)
-    return found
-
-
-# -- points: where a checkpoint or a message puts the thread ----------------------------
-
-
-async def _resolve(
-    thread: CheckpointedThread,
-    checkpoint: Checkpoint | str | None,
-    message_id: str | None,
-    *,
-    reread: bool,
-) -> Point:
-    if checkpoint is None and message_id is None:
-        raise TypeError("give a checkpoint (or its id or label), or message_id=...")
-    if checkpoint is not None and message_id is not None:
-        raise TypeError("give a checkpoint (or its id or label) or message_id=..., not both")
-    if message_id is not None:
-        return await _point_at_message(thread, message_id)
-    assert checkpoint is not None
-    found = await _own_checkpoint(thread, checkpoint, reread=reread)
-    return Point(found.piece_table, found.state_digest, found.stats, found.last_message_id, found)
-
-
-async def _point_at_message(thread: CheckpointedThread, message_id: str) -> Point:
-    """The thread up to and including a message, with the state and stats there.
-
-    The state is the one recorded by the known point nearest before it on the same
-    path: a checkpoint, the point the thread started from, or the thread now. Stats
-    are that point's plus the messages after it.
-    """
-    count = await thread.index_of(message_id) + 1
-    target = pieces.prefix(thread.content_ranges(), count)
-    base = _nearest_base(target, await _known_points(thread))
-    added = await thread.read_ranges(pieces.slice_ranges(target, base.count, count))
-    return Point(target, base.state_digest, base.stats.add(added), message_id)
-
-
-async def _known_points(thread: CheckpointedThread) -> list[Point]:
-    """Every point whose state is known, oldest first: empty, origin, checkpoints, now."""
-    points = [Point((), None, ThreadStats())]
-    origin = origin_point(thread)
-    if origin is not None:
-        points.append(origin)
-    points.extend(
-        Point(c.piece_table, c.state_digest, c.stats, c.last_message_id, c)
-        for c in await list_checkpoints(thread)
-    )
-    points.append(Point(thread.content_ranges(), thread.state_digest, thread.stats))
-    return points
-
-
-def origin_point(thread: CheckpointedThread) -> Point | None:
-    """The point the thread started from (created empty, forked, copied or imported)."""
-    origin = thread.record_data.origin
-    if origin is None:
-        return None
-    return Point(tuple(Range(*r) for r in origin.ranges), origin.state, origin.stats)
-
-
-def _nearest_base(target: Ranges, points: Sequence[Point]) -> Point:
-    """The longest point that is a prefix of `target`; the newest one among equals."""
-    best = points[0]
-    for point in points:
-        if best.count <= point.count <= pieces.length(target) and _is_prefix(point.ranges, target):
-            best = point
-    return best
-
-
-def _merged(ranges: Sequence[Range]) -> list[Range]:
-    out: list[Range] = []
-    for r in ranges:
-        if not len(r):
-            continue
-        if out and out[-1].segment_id == r.segment_id and out[-1].end == r.start:
-            out[-1] = Range(r.segment_id, out[-1].start, r.end)
-        else:
-            out.append(r)
-    return out
-
-
-def _is_prefix(head: Sequence[Range], ranges: Sequence[Range]) -> bool:
-    """Whether `head` holds exactly the first segment positions of `ranges`."""
-    a, b = _merged(head), _merged(ranges)
-    if not a:
-        return True
-    if len(a) > len(b) or a[:-1] != b[: len(a) - 1]:
-        return False
-    last, other = a[-1], b[len(a) - 1]
-    return (last.segment_id, last.start) == (other.segment_id, other.start) and (
-        last.end <= other.end
-    )
-
-
-async def _state_at(thread: CheckpointedThread, digest: str | None) -> ImmutableState:
-    if digest is not None and digest == thread.state_digest:
-        return thread.state
-    return await read_state(thread.store, digest, owner=f"thread {thread.id!r}")
-
-
-# -- time travel and rollback ------------------------------------------------------------
-
-
-async def snapshot(
-    thread: ThreadT, checkpoint: Checkpoint | str | None, message_id: str | None
-) -> ThreadSnapshot[ThreadT]:
-    """The read-only thread at a checkpoint or message (see `CheckpointedThread.at`)."""
-    point = await _resolve(thread, checkpoint, message_id, reread=False)
-    state = await _state_at(thread, point.state_digest)
-    messages = await thread.read_ranges(point.ranges) if thread.messages_in_memory() else None
-    return ThreadSnapshot(thread, point, state, messages)
-
-
-async def rollback(
-    thread: CheckpointedThread, checkpoint: Checkpoint | str | None, message_id: str | None
-) -> Checkpoint:
-    """Move the thread back (or forward) to a point; returns the checkpoint of the old head.
-
-    The old head's checkpoint and the move are one write: its row goes into the log
-    first, then a compare-and-set on the thread record publishes the log and the point's
-    ranges, state and stats together. If another handle moved the thread first, the
-    handle is re-read and its new head saved instead. Caller holds the thread's lock.
-    """
-    moved: list[ImmutableState] = []
-
-    async def build() -> tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]:
-        point = await _resolve(thread, checkpoint, message_id, reread=True)
-        moved[:] = [await _state_at(thread, point.state_digest)]
-        saved = await _current_checkpoint(thread, ROLLBACK_LABEL, {}, "rollback")
-        data: dict[str, JsonValue] = {
-            **thread.rollback_data(point.ranges),
-            "state": point.state_digest,
-            "blobs": thread.blob_refs(point.state_digest),
-            "stats": point.stats.model_dump(),
-        }
-        return saved, thread.state, data
-
-    saved, before = await _append_to_log(thread, build, keep_on_change=False)
-    thread.remember(saved, before)
-    await thread.adopt(thread.record, moved[0])
-    return saved
-
-
-async def lineage(thread: CheckpointedThread) -> list[Ancestor]:
-    """The thread's ancestors, parent first, up to the root or the first deleted one."""
-    ancestors: list[Ancestor] = []
-    seen = {thread.id}
-    parent, fork_point = thread.parent_id, thread.fork_point
-    while parent is not None and parent not in seen:
-        seen.add(parent)
-        try:
-            record = await thread.store.get_record(THREAD_KIND, validate_id(parent))
-        except InvalidIdError as exc:
-            raise StoreCorruptedError(f"thread {thread.id!r} lineage", detail=str(exc)) from exc
-        data = None if record is None else read_thread_data(record, ThreadData)
-        ancestors.append(
-            Ancestor(
-                thread_id=parent,
-                title=None if data is None else data.title,
-                fork_point=fork_point,
-                deleted=data is None,
-            )
-        )
-        parent = None if data is None else data.parent_id
-        fork_point = None if data is None else data.fork_point
-    return ancestors
-
-
-__all__ = [
-    "CHECKPOINT_KIND",
-    "LOGS_KEY",
-    "ROLLBACK_LABEL",
-    "Ancestor",
-    "Checkpoint",
-    "CheckpointReason",
-    "Point",
-    "ThreadSnapshot",
-    "checkpoint_from_record",
-    "clean_label",
-    "delete_checkpoints",
-    "find_checkpoint",
-    "lineage",
-    "list_checkpoints",
-    "log_ranges",
-    "rollback",
-    "save_checkpoint",
-    "snapshot",
-]

@@ -40,17 +40,11 @@ from agent_threads.core.records import (
 from agent_threads.errors import StoreCorruptedError
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, Row, ThreadStore
-from agent_threads.timetravel.checkpoint import encode_row
-from agent_threads.timetravel.checkpoints import (
-    LOGS_KEY,
-    Checkpoint,
-    CheckpointReason,
-    clean_label,
-    list_checkpoints,
-    origin_point,
-)
+from agent_threads.stores.base import LOGS_KEY, Record, Row, ThreadStore
+from agent_threads.timetravel.checkpoint import Checkpoint, CheckpointReason, encode_row
+from agent_threads.timetravel.checkpoints import clean_label, list_checkpoints
 from agent_threads.timetravel.protocol import CheckpointedThread
+from agent_threads.timetravel.travel import origin_point
 
 _FORBID = ConfigDict(extra="forbid")
 

@@ -21,7 +21,7 @@ from agent_threads.state import ImmutableState
 from agent_threads.timetravel.protocol import CheckpointedThread
 
 if TYPE_CHECKING:
-    from agent_threads.timetravel.checkpoints import Checkpoint
+    from agent_threads.timetravel.checkpoint import Checkpoint
 
 ThreadT = TypeVar("ThreadT", bound=CheckpointedThread)
 

@@ -8,13 +8,11 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from agent_threads import (
-    ChatMessageThread,
-    ImmutableState,
-    Message,
-    StepRecord,
-    WorkflowThread,
-)
+from agent_threads.messages import Message
+from agent_threads.state import ImmutableState
+from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.workflow.execution import StepRecord
+from agent_threads.threads.workflow.thread import WorkflowThread
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,14 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self, overload
 
-from agent_threads import (
-    ImmutableState,
-    MergePolicy,
-    StepRecord,
-    StepTask,
-    ThreadStore,
-    WorkflowThread,
-)
+from agent_threads.state import ImmutableState, MergePolicy
+from agent_threads.stores.base import ThreadStore
+from agent_threads.threads.workflow.execution import StepRecord, StepTask
+from agent_threads.threads.workflow.thread import WorkflowThread
 from agent_threads.workflows.context import StepContext
 from agent_threads.workflows.runner import StepObserver, resume_run, start_run
 

@@ -17,15 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agent_threads import (
-    ChatMessageThread,
-    ExecutionState,
-    ImmutableState,
-    StepRecord,
-    StepTask,
-    ThreadStore,
-    WorkflowThread,
-)
+from agent_threads.state import ImmutableState
+from agent_threads.stores.base import ThreadStore
+from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.workflow.execution import ExecutionState, StepRecord, StepTask
+from agent_threads.threads.workflow.thread import WorkflowThread
 from agent_threads.workflows.context import StepContext, StepInterrupt, StepResult
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from pydantic import JsonValue
 from agent_threads import ChatMessageThread, Checkpoint, ConflictError, Message, ThreadStore
 from agent_threads.core.ids import new_id
 from agent_threads.core.records import THREAD_KIND
-from agent_threads.stores.base import Row, collect_garbage
-from agent_threads.timetravel.checkpoints import LOGS_KEY, log_ranges
+from agent_threads.stores.base import LOGS_KEY, Row, collect_garbage
+from agent_threads.timetravel.checkpoints import log_ranges
 
 from .conftest import ReopenStore
 

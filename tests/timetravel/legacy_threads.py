@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from agent_threads import ChatMessageThread, Checkpoint, Record, ThreadStore
 from agent_threads.core.ids import new_id
 from agent_threads.core.records import THREAD_KIND
-from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, checkpoint_from_record
+from agent_threads.stores.base import LOGS_KEY
+from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, checkpoint_from_record
 
 
 async def make_legacy(

@@ -24,8 +24,8 @@ from agent_threads import (
 from agent_threads.core import pieces as piece_table
 from agent_threads.core.ids import new_id, pack_id
 from agent_threads.core.records import THREAD_KIND
-from agent_threads.stores.base import Row
-from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, log_ranges
+from agent_threads.stores.base import LOGS_KEY, Row
+from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, log_ranges
 
 from .legacy_threads import make_legacy
 

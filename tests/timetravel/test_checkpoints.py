@@ -25,9 +25,9 @@ from agent_threads import (
 )
 from agent_threads.core.ids import new_id
 from agent_threads.core.records import THREAD_KIND
-from agent_threads.stores.base import Row, record_logs
+from agent_threads.stores.base import LOGS_KEY, Row, record_logs
 from agent_threads.timetravel.checkpoint import decode_row, encode_row
-from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, LOGS_KEY, ROLLBACK_LABEL
+from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, ROLLBACK_LABEL
 
 
 def texts(messages: object) -> list[str]:
