@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 
 # The research-team workflow on SQLite in ./demo.db (recreated on each run).
 demo: $(STAMP)
-	$(BIN)/python samples/research_team.py demo.db
+	$(BIN)/python workflows/research_team.py demo.db
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -1,44 +1,62 @@
-"""A research team as a workflow: a planner fans out to three researchers who work at
-once, a writer fans their findings in, a reviewer may send the writer back once, and
-an editor may wait for a person's approval.
+"""A research team: concurrent researchers fan out, a writer fans their findings in.
 
-The agents are scripted models: deterministic, no network, no API key. They append
-realistic conversations (tool calls and results included) to their own sub-threads.
+A planner splits the question into three angles; three researchers work at once, each
+on its own sub-thread, calling search and fetch tools; a writer drafts a brief from their
+findings; a reviewer may send the writer back once; an editor may wait for a person.
 
-Run `python samples/research_team.py` (what `make demo` does): it runs the team on
-SQLite in ./demo.db with a progress display, then shows the step history, forks the
-run at the writer's step to re-run it with another reviewer policy, travels back to a
-mid-run checkpoint, resumes a run whose process was killed mid-flight, and pauses at
-a human approval and resumes it with a reply.
+Run `python workflows/research_team.py [DB] [--model NAME]` (what `make demo` does, on
+./demo.db, recreated each run). It runs the team on SQLite with a progress display,
+then shows the step history, forks the run at the writer's step to re-run it with
+another reviewer policy, travels back to a mid-run checkpoint, resumes a run whose
+process was killed mid-flight, and pauses at a human approval and resumes it.
+
+The agents are scripted models by default (deterministic, no network, no API key);
+`--model NAME` runs them all on an OpenAI-compatible chat model instead.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import sys
 import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import anyio
+from _models import (
+    Models,
+    Progress,
+    Request,
+    Tool,
+    add_model_argument,
+    ask,
+    describe,
+    heading,
+    require,
+    schema,
+    total_usage,
+    work,
+)
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import JsonValue
 
-from agent_threads import Message, SQLiteStore, StepRecord, Usage, WorkflowThread, tool_call
+from agent_threads import Message, SQLiteStore, StepRecord, WorkflowThread, tool_call
 from agent_threads.workflows import END, Step, StepContext, StepResult, Workflow, step
 
 QUESTION = "Should our city pilot autonomous electric buses on the airport line in 2026?"
 Policy = Literal["strict", "lenient"]
 
 
-# -- the scripted agents -------------------------------------------------------------------
+# -- what the researchers find (the tools are offline: a canned index per angle) --------
 
 
 @dataclass(frozen=True)
 class Angle:
-    """What one researcher looks into, and what its scripted tools return."""
+    """What one researcher looks into, and what its offline tools return."""
 
     step: str
     agent: str
@@ -92,95 +110,174 @@ ANGLES = (
     ),
 )
 ANGLE_BY_STEP = {angle.step: angle for angle in ANGLES}
+SUBTOPICS = {a.step: a.subtopic for a in ANGLES}
 
 
-def usage(tokens_in: int, tokens_out: int) -> Usage:
-    return Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost=round(tokens_in * 3e-6, 6))
+def research_tools(angle: Angle) -> list[Tool]:
+    """A researcher's search and fetch tools: slow like the web, offline, about its angle."""
+
+    async def web_search(arguments: dict[str, JsonValue]) -> JsonValue:
+        if not str(arguments.get("query") or "").strip():
+            raise ValueError("give a query")
+        await anyio.sleep(angle.latency / 2)
+        return [{"title": title, "url": url} for title, url in angle.sources]
+
+    async def fetch_page(arguments: dict[str, JsonValue]) -> JsonValue:
+        url = str(arguments["url"])
+        await anyio.sleep(angle.latency / 2)
+        known = {u for _, u in angle.sources}
+        return {"url": url, "excerpt": angle.page if url in known else "404: no such page"}
+
+    return [
+        Tool(
+            "web_search",
+            "Search the web; returns titles and URLs.",
+            schema({"query": {"type": "string"}, "top_k": {"type": "integer"}}, required=["query"]),
+            web_search,
+        ),
+        Tool(
+            "fetch_page",
+            "Fetch a web page; returns an excerpt.",
+            schema({"url": {"type": "string"}}),
+            fetch_page,
+        ),
+    ]
 
 
-@step(agent="planner")
-async def plan(ctx: StepContext) -> StepResult:
-    """Split the question into three angles, one per researcher."""
-    outline = tool_call("make_outline", {"question": ctx.input, "parts": 3})
-    await ctx.emit(
-        Message.system("You are a research lead. Split questions into independent angles."),
-        Message.user(str(ctx.input)),
-        Message.assistant("Let me outline the angles first.", tool_calls=[outline]),
-        Message.tool_result(outline.call_id, [a.subtopic for a in ANGLES]),
-    )
-    await anyio.sleep(0.05)
-    subtopics = {a.step: a.subtopic for a in ANGLES}
-    await ctx.emit(
-        Message.assistant(
-            "Three researchers, in parallel: " + "; ".join(subtopics.values()) + ".",
-            usage=usage(420, 96),
+async def make_outline(arguments: dict[str, JsonValue]) -> JsonValue:
+    """The planner's outline tool: the team has one researcher per angle."""
+    if not str(arguments.get("question") or "").strip():
+        raise ValueError("give the question")
+    return list(SUBTOPICS.values())
+
+
+OUTLINE = Tool(
+    "make_outline",
+    "Split a question into the team's research angles.",
+    schema({"question": {"type": "string"}, "parts": {"type": "integer"}}, required=["question"]),
+    make_outline,
+)
+
+
+# -- the scripted models: what each agent says, offline ----------------------------------
+
+
+def plan_script(request: Request) -> Message:
+    """The planner: outline first, then assign the angles."""
+    outlines = request.results("make_outline")
+    if not outlines:
+        call = tool_call("make_outline", {"question": request.first_text("user"), "parts": 3})
+        return Message.assistant("Let me outline the angles first.", tool_calls=[call])
+    return Message.assistant("Three researchers, in parallel: " + "; ".join(SUBTOPICS.values()))
+
+
+def research_script(angle: Angle) -> Callable[[Request], Message]:
+    """A researcher: search, read the best page, report the finding."""
+
+    def script(request: Request) -> Message:
+        if not request.results("web_search"):
+            search = tool_call("web_search", {"query": angle.query, "top_k": 2})
+            return Message.assistant(tool_calls=[search])
+        if not request.results("fetch_page"):
+            fetch = tool_call("fetch_page", {"url": angle.sources[0][1]})
+            return Message.assistant(f"Reading {angle.sources[0][0]!r}.", tool_calls=[fetch])
+        return Message.assistant(angle.finding)
+
+    return script
+
+
+def write_script(request: Request) -> Message:
+    """The writer: a brief from the findings; a revision adds the cost case."""
+    prompt = request.last.text
+    if prompt.startswith("Revise"):
+        previous = [m.text for m in request.messages if m.role == "assistant"][-1]
+        return Message.assistant(
+            previous
+            + " Cost case: at 1.9 EUR/km today, a 25% saving is ~140 kEUR a year on this line."
         )
-    )
-    return StepResult(output=subtopics, patch={"question": ctx.input, "sources": []})
-
-
-async def research(ctx: StepContext) -> StepResult:
-    """A researcher: search, read the best page, report a finding with its sources."""
-    angle = ANGLE_BY_STEP[ctx.step]
-    search = tool_call("web_search", {"query": angle.query, "top_k": 2})
-    await ctx.emit(
-        Message.system(f"You research {angle.subtopic}. Cite every claim."),
-        Message.user(f"Research {ctx.input[ctx.step]} for: {QUESTION}"),
-        Message.assistant(tool_calls=[search], usage=usage(310, 40)),
-    )
-    await anyio.sleep(angle.latency / 2)  # the scripted model "thinks"
-    hits: JsonValue = [{"title": t, "url": u} for t, u in angle.sources]
-    fetch = tool_call("fetch_page", {"url": angle.sources[0][1]})
-    await ctx.emit(
-        Message.tool_result(search.call_id, hits),
-        Message.assistant(f"Reading {angle.sources[0][0]!r}.", tool_calls=[fetch]),
-    )
-    await anyio.sleep(angle.latency / 2)
-    await ctx.emit(
-        Message.tool_result(fetch.call_id, {"excerpt": angle.page}),
-        Message.assistant(angle.finding, usage=usage(1650, 120)),
-    )
-    output = {"finding": angle.finding, "sources": [u for _, u in angle.sources]}
-    return StepResult(output=output, patch={"sources": [u for _, u in angle.sources]})
-
-
-RESEARCHERS = [step(name=a.step, agent=a.agent)(research) for a in ANGLES]
-
-
-@step(agent="writer")
-async def write(ctx: StepContext) -> StepResult:
-    """Draft the brief from the findings; a second draft answers the reviewer's notes."""
-    drafts = int(ctx.state.get("drafts", 0))
-    findings = ctx.state.get("findings") or {k: v["finding"] for k, v in ctx.input.items()}
-    notes = ctx.state.get_path("review.notes")
-    prompt = "Write a one-paragraph brief from these findings:\n" + "\n".join(findings.values())
-    if notes:
-        prompt = f"Revise your brief. Reviewer notes: {notes}"
-    body = (
+    findings = " ".join(line for line in prompt.splitlines()[1:] if line)
+    return Message.assistant(
         "Recommendation: run a 12-month pilot on the segregated airport lane with a safety"
-        " operator on board. " + " ".join(findings.values())
-    )
-    if notes:
-        body += " Cost case: at 1.9 EUR/km today, a 25% saving is ~140 kEUR a year on this line."
-    await ctx.emit(Message.user(prompt), Message.assistant(body, usage=usage(900, 210)))
-    await anyio.sleep(0.05)
-    return StepResult(
-        output=body, patch={"drafts": drafts + 1, "draft": body, "findings": findings}
+        " operator on board. " + findings
     )
 
 
-def reviewer(policy: Policy) -> Step:
+def review_script(request: Request) -> Message:
+    """The reviewer: the instruction says whether to ask for an improvement."""
+    if "one concrete improvement" in request.last.text:
+        return Message.assistant("REVISE: Quantify the cost case in euros for this line.")
+    return Message.assistant("APPROVE: Clear and sourced.")
+
+
+# -- the agents -------------------------------------------------------------------------
+
+
+def planner(models: Models) -> Step:
+    """Split the question into the three angles, one per researcher."""
+    model = models.get(plan_script, delay=0.05)
+
+    async def plan(ctx: StepContext) -> StepResult:
+        await ctx.emit(
+            Message.system("You are a research lead. Split questions into independent angles."),
+            Message.user(str(ctx.input)),
+        )
+        await work(ctx.thread, model, author=ctx.agent, tools=[OUTLINE])
+        return StepResult(output=SUBTOPICS, patch={"question": ctx.input, "sources": []})
+
+    return step(name="plan", agent="planner")(plan)
+
+
+def researcher(models: Models, angle: Angle) -> Step:
+    """A researcher: search, read the best page, report a finding with its sources."""
+    model = models.get(research_script(angle))
+    tools = research_tools(angle)
+
+    async def research(ctx: StepContext) -> StepResult:
+        await ctx.emit(
+            Message.system(f"You research {angle.subtopic}. Cite every claim."),
+            Message.user(f"Research {ctx.input[ctx.step]} for: {QUESTION}"),
+        )
+        answer = await work(ctx.thread, model, author=ctx.agent, tools=tools)
+        finding = answer.text or angle.finding
+        sources: list[JsonValue] = [u for _, u in angle.sources]
+        return StepResult(
+            output={"finding": finding, "sources": sources}, patch={"sources": sources}
+        )
+
+    return step(name=angle.step, agent=angle.agent)(research)
+
+
+def writer(models: Models) -> Step:
+    """Draft the brief from the findings; a second draft answers the reviewer's notes."""
+    model = models.get(write_script, delay=0.05)
+
+    async def write(ctx: StepContext) -> StepResult:
+        drafts = int(ctx.state.get("drafts", 0))
+        findings = ctx.state.get("findings") or {k: v["finding"] for k, v in ctx.input.items()}
+        notes = ctx.state.get_path("review.notes")
+        prompt = "Write a one-paragraph brief from these findings:\n" + "\n".join(findings.values())
+        if notes:
+            prompt = f"Revise your brief. Reviewer notes: {notes}"
+        await ctx.emit(Message.user(prompt))
+        body = (await ask(ctx.thread, model, author=ctx.agent)).text or "(no draft)"
+        return StepResult(
+            output=body, patch={"drafts": drafts + 1, "draft": body, "findings": findings}
+        )
+
+    return step(name="write", agent="writer")(write)
+
+
+def reviewer(models: Models, policy: Policy) -> Step:
     """The reviewer; `strict` sends a first draft back once, `lenient` approves it."""
+    model = models.get(review_script)
 
     async def review(ctx: StepContext) -> StepResult:
         drafts = int(ctx.state["drafts"])
         revise = policy == "strict" and drafts < 2
-        notes = "Quantify the cost case in euros for this line." if revise else "Clear and sourced."
+        task = "Ask for one concrete improvement." if revise else "Approve it in one sentence."
+        await ctx.emit(Message.user(f"Review draft {drafts}. {task}\n\n{ctx.input}"))
+        notes = (await ask(ctx.thread, model, author=ctx.agent)).text
         verdict = "revise" if revise else "approve"
-        await ctx.emit(
-            Message.user(f"Review draft {drafts}:\n{textwrap.shorten(str(ctx.input), 120)}"),
-            Message.assistant(f"{verdict.upper()}: {notes}", usage=usage(700, 30)),
-        )
         return StepResult(output=verdict, patch={"review": {"verdict": verdict, "notes": notes}})
 
     return step(name="review", agent="reviewer")(review)
@@ -195,12 +292,17 @@ async def approve(ctx: StepContext) -> StepResult:
     return StepResult(output={"published": published}, patch={"published": published})
 
 
-def research_team(*, policy: Policy = "strict", human_approval: bool = False) -> Workflow:
+def research_team(
+    *, policy: Policy = "strict", human_approval: bool = False, models: Models | None = None
+) -> Workflow:
     """The team: plan -> 3 researchers (at once) -> write -> review -(once)-> write ..."""
+    models = Models() if models is None else models
+    researchers = [researcher(models, angle) for angle in ANGLES]
     after_review = "approve" if human_approval else END
     workflow = Workflow("research-team")
-    workflow.edge(plan, RESEARCHERS).join(RESEARCHERS, write, merge="combine_lists")
-    workflow.edge(write, reviewer(policy))
+    workflow.edge(planner(models), researchers)
+    workflow.join(researchers, writer(models), merge="combine_lists")
+    workflow.edge("write", reviewer(models, policy))
     workflow.branch(
         "review",
         lambda state, verdict: "write" if verdict == "revise" else after_review,
@@ -212,29 +314,8 @@ def research_team(*, policy: Policy = "strict", human_approval: bool = False) ->
 # -- the demo --------------------------------------------------------------------------------
 
 
-class Progress:
-    """Prints each step as it starts and ends, with the time since the run began."""
-
-    def __init__(self) -> None:
-        self.began = 0.0
-
-    def __call__(self, record: StepRecord) -> None:
-        if not self.began:
-            self.began = anyio.current_time()
-        elapsed = anyio.current_time() - self.began
-        mark = {"running": ">", "completed": "+", "failed": "x", "interrupted": "?"}
-        line = f"  {elapsed:5.2f}s  {mark.get(record.status, ' ')} superstep {record.superstep}"
-        line += f"  {record.step:<16} {record.agent:<15} {record.status}"
-        if record.status == "completed" and record.duration is not None:
-            line += f" in {record.duration:.2f}s"
-        print(line, flush=True)
-
-
-def heading(text: str) -> None:
-    print(f"\n=== {text} " + "=" * max(0, 74 - len(text)))
-
-
 def show_history(run: WorkflowThread) -> None:
+    """Print the run's step records, one a line."""
     print(f"  {'step':<3} {'name':<16} {'agent':<15} {'status':<10} try  output")
     for r in run.execution.history:
         output = textwrap.shorten(json.dumps(r.output) if r.output is not None else "", 34)
@@ -243,29 +324,36 @@ def show_history(run: WorkflowThread) -> None:
         )
 
 
-def show_message(message: Message) -> str:
-    if message.tool_calls:
-        call = message.tool_calls[0]
-        return f"{message.role:>9}: -> {call.name}({json.dumps(call.arguments)})"
-    if message.tool_results:
-        return f"{message.role:>9}: <- {json.dumps(message.tool_results[0].result)}"
-    return f"{message.role:>9}: {message.text}"
+async def show_usage(run: WorkflowThread) -> None:
+    """Print the tokens the run's model calls used, summed over its sub-threads."""
+    messages = [m for key in run.sub_thread_keys for m in (await run.get_sub_thread(key)).messages]
+    usage = total_usage(messages)
+    calls = sum(1 for m in messages if m.usage is not None)
+    print(
+        f"  {calls} model calls: {usage.input_tokens} tokens in, {usage.output_tokens} out"
+        " (each reply's usage is on its message)"
+    )
 
 
 async def show_thread(run: WorkflowThread, key: str) -> None:
+    """Print the messages of one sub-thread, one a line."""
     for message in (await run.get_sub_thread(key)).messages:
-        print("   " + textwrap.shorten(show_message(message), 100))
+        print("   " + describe(message))
 
 
-async def demo(db: Path) -> None:
+async def demo(db: Path, *, models: Models | None = None) -> None:
+    """Run every part of the demo on the SQLite file `db`."""
+    models = Models() if models is None else models
     async with SQLiteStore(db) as store:
-        heading(f"1. the research team runs on SQLite ({db})")
+        heading(f"1. the research team runs on SQLite ({db}), {models.label}")
         print(f"  question: {QUESTION}")
-        run = await research_team().run(QUESTION, store=store, on_step=Progress())
+        run = await research_team(models=models).run(QUESTION, store=store, on_step=Progress())
+        require(run)
         print(f"  status: {run.execution.status} after {run.execution.superstep} supersteps")
 
         heading("2. step history (each step on its own sub-thread)")
         show_history(run)
+        await show_usage(run)
         print(f"\n  sub-threads: {', '.join(run.sub_thread_keys)}; the cost analyst's:")
         await show_thread(run, "cost-analyst")
 
@@ -274,7 +362,9 @@ async def demo(db: Path) -> None:
         at_writer = next(c for c in checkpoints if c.superstep == 2)
         fork = await (await run.at(at_writer)).fork(title="lenient review")
         print(f"  forked at checkpoint {at_writer.id} (superstep 2, writer next): {fork.id}")
-        fork = await research_team(policy="lenient").resume(fork, on_step=Progress())
+        lenient = research_team(policy="lenient", models=models)
+        fork = await lenient.resume(fork, on_step=Progress())
+        require(fork)
         drafts = (run.state["drafts"], fork.state["drafts"])
         print(f"  original: {drafts[0]} drafts, verdict {run.state['review']['verdict']!r}")
         print(f"  fork:     {drafts[1]} draft,  verdict {fork.state['review']['verdict']!r}")
@@ -290,27 +380,32 @@ async def demo(db: Path) -> None:
         print(f"  {then.state['review']['verdict']!r} (now {run.state['review']['verdict']!r}).")
         print("  The writer's sub-thread then (it now holds the revision too):")
         for message in (await then.get_sub_thread("writer")).messages:
-            print("   " + textwrap.shorten(show_message(message), 100))
+            print("   " + describe(message))
 
         heading("5. a crash: the process is killed mid-run, then resumed")
-        await crash_and_resume(store, db)
+        await crash_and_resume(store, db, models)
 
         heading("6. human approval: the run pauses, a reply resumes it")
-        team = research_team(policy="lenient", human_approval=True)
+        team = research_team(policy="lenient", human_approval=True, models=models)
         paused = await team.run(QUESTION, store=store, title="with approval")
+        require(paused, "paused")
         (waiting,) = paused.execution.interrupts
         prompt = waiting.prompt if isinstance(waiting.prompt, dict) else {}
         print(
             f"  status {paused.execution.status!r}: {waiting.step} asks {prompt.get('question')!r}"
         )
         resumed = await team.resume(paused.id, store=store, reply="yes")
+        require(resumed)
         published = resumed.state["published"]
         print(f"  resumed with reply 'yes': {resumed.execution.status}, published={published}")
         print(f"\n  all of it is in {db}: {len(await store.list_records('thread'))} threads")
 
 
-async def crash_and_resume(store: SQLiteStore, db: Path) -> None:
-    command = [sys.executable, __file__, "--child", str(db), "crashing-run"]
+async def crash_and_resume(store: SQLiteStore, db: Path, models: Models) -> None:
+    """Start a run in a child process, SIGKILL it mid-superstep, resume it here."""
+    command = [sys.executable, __file__, str(db), "--child", "crashing-run"]
+    if models.model is not None:
+        command += ["--model", models.model]
     async with await anyio.open_process(command) as child:
         assert child.stdout is not None
         lines = BufferedByteReceiveStream(child.stdout)
@@ -329,35 +424,48 @@ async def crash_and_resume(store: SQLiteStore, db: Path) -> None:
     )
     partial = len((await run.get_sub_thread("policy-analyst")).messages)
     print(f"  the policy analyst's sub-thread holds {partial} messages of its unfinished attempt")
-    run = await research_team().resume(run, on_step=Progress())
+    run = await research_team(models=models).resume(run, on_step=Progress())
+    require(run)
     crashed = [r for r in run.execution.history if r.status == "failed"]
     print(f"  resumed: {run.execution.status}; rolled back and re-ran {[r.step for r in crashed]}")
     completed = [r.step for r in run.execution.history if r.status == "completed"]
     print(f"  completed once each: {completed}")
     policy = await run.get_sub_thread("policy-analyst")
-    if crashed[0].branch is not None:
+    if crashed and crashed[0].branch is not None:
         kept = len((await policy.at(crashed[0].branch)).messages)
         print(f"  the partial attempt is kept as checkpoint {crashed[0].branch} ({kept} messages)")
 
 
-async def child(db: Path, thread_id: str) -> None:
+async def child(db: Path, thread_id: str, models: Models) -> None:
     """The process `crash_and_resume` kills: reports each step event on stdout."""
 
     def report(record: StepRecord) -> None:
         print(json.dumps({"step": record.step, "status": record.status}), flush=True)
 
     async with SQLiteStore(db) as store:
-        await research_team().run(QUESTION, store=store, id=thread_id, on_step=report)
+        team = research_team(models=models)
+        await team.run(QUESTION, store=store, id=thread_id, on_step=report)
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["--child"]:
-        anyio.run(child, Path(sys.argv[2]), sys.argv[3])
-        return
-    db = Path(sys.argv[1] if len(sys.argv) > 1 else "demo.db")
-    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-        path.unlink(missing_ok=True)  # a fresh database each time: the demo is repeatable
-    anyio.run(demo, db)
+async def start(args: argparse.Namespace) -> None:
+    """Run the demo, or the child process of its crash."""
+    db = Path(args.db)
+    async with Models(args.model) as models:
+        if args.child:
+            await child(db, args.child, models)
+            return
+        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            path.unlink(missing_ok=True)  # a fresh database each time: the demo is repeatable
+        await demo(db, models=models)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and run."""
+    parser = argparse.ArgumentParser(description="A research team of concurrent agents.")
+    parser.add_argument("db", nargs="?", default="demo.db", help="SQLite file (recreated)")
+    parser.add_argument("--child", metavar="RUN_ID", help=argparse.SUPPRESS)
+    add_model_argument(parser)
+    anyio.run(start, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

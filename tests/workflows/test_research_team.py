@@ -1,27 +1,19 @@
-"""The research-team sample (what `make demo` runs) keeps working."""
+"""The research-team program (workflows/research_team.py, what `make demo` runs) keeps working."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from agent_threads import MemoryStore
-
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "research_team.py"
+from tests.programs.programs import load_program
 
 
 @pytest.fixture(scope="module")
 def sample() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("research_team", SAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["research_team"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_program("research_team")
 
 
 async def test_the_strict_reviewer_sends_the_writer_back_once(sample: ModuleType) -> None:
