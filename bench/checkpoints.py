@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +95,7 @@ async def build(store: ThreadStore, turns: int, *, checkpoint: bool) -> list[flo
     return timings
 
 
-async def median_at(thread: ChatMessageThread, checkpoints: list[Checkpoint]) -> float:
+async def median_at(thread: ChatMessageThread, checkpoints: Sequence[Checkpoint]) -> float:
     timings = []
     for cp in checkpoints:
         began = time.perf_counter()

@@ -531,8 +531,11 @@ class AgentThread(ABC):
         async with self._lock:
             return await save_checkpoint(self, label=label, metadata=metadata)
 
-    async def checkpoints(self) -> list[Checkpoint]:
-        """Every checkpoint of the thread, oldest first (automatic ones included)."""
+    async def checkpoints(self) -> Sequence[Checkpoint]:
+        """Every checkpoint of the thread, oldest first (automatic ones included).
+
+        A list; typed as a sequence so a subclass can list its own kind of checkpoint.
+        """
         return await list_checkpoints(self)
 
     async def get_checkpoint(self, id_or_label: str) -> Checkpoint:

@@ -1,10 +1,11 @@
 """Workflow checkpoints: a consistent cut across every sub-thread plus the execution state.
 
-A workflow checkpoint is a record owned by the workflow thread. It references one
-checkpoint of each sub-thread (which holds that sub-thread's ranges), and holds the step
-log's ranges, the inline execution data and the shared state's digest. Writing one
-costs O(number of sub-threads) and never copies a message or a step record; a
-sub-thread unchanged since the last cut reuses that cut's checkpoint.
+A workflow checkpoint is a record owned by the workflow thread (its stored form is
+`records.CutData`). It references one checkpoint of each sub-thread (which holds that
+sub-thread's ranges), and holds the step log's ranges, the inline execution data and
+the shared state's digest. Writing one costs O(number of sub-threads) and never copies
+a message or a step record; a sub-thread unchanged since the last cut reuses that cut's
+checkpoint.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from agent_threads.core.ids import validate_id
 from agent_threads.core.records import clean_metadata
 from agent_threads.errors import (
     CheckpointNotFoundError,
     InvalidIdError,
-    SchemaVersionError,
     StoreCorruptedError,
     SubThreadNotFoundError,
 )
@@ -29,53 +29,46 @@ from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.execution import ExecutionData, ExecutionState, RunStatus
-from agent_threads.threads.workflow.step_log import StepLog
-from agent_threads.timetravel.checkpoints import (
-    Checkpoint,
-    CheckpointReason,
-    Point,
-    ThreadSnapshot,
-    clean_label,
+from agent_threads.threads.workflow.protocol import WorkflowParts
+from agent_threads.threads.workflow.records import (
+    WORKFLOW_CHECKPOINT_KIND,
+    CutData,
+    SubThreadCut,
+    cut_record,
+    read_cut_data,
 )
+from agent_threads.threads.workflow.step_log import StepLog
+from agent_threads.timetravel.checkpoint import Checkpoint, CheckpointReason
+from agent_threads.timetravel.checkpoints import clean_label
+from agent_threads.timetravel.snapshot import Point, ThreadSnapshot
 
-if TYPE_CHECKING:
-    from agent_threads.threads.workflow.thread import WorkflowThread
-
-WORKFLOW_CHECKPOINT_KIND = "workflow_checkpoint"
-"""The store record kind of workflow checkpoints; `Record.owner` is the workflow id."""
-
-_SCHEMA_VERSION = 1
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-WorkflowT = TypeVar("WorkflowT", bound="WorkflowThread")
-
-
-class SubThreadCut(BaseModel):
-    """Where one sub-thread stood at a workflow checkpoint: its id and its checkpoint."""
-
-    model_config = _FROZEN
-    thread_id: str
-    checkpoint_id: str
+WorkflowT = TypeVar("WorkflowT", bound=WorkflowParts)
 
 
 class WorkflowCheckpoint(Checkpoint):
-    """A saved point of a whole workflow: every sub-thread, the step log and the state.
+    """A saved point of a whole workflow: every sub-thread, the step history and the state.
 
-    A workflow has no messages of its own: its content is its step log, so `ranges`
-    and `message_count` describe the step records (`history_length`), while each
-    sub-thread's messages are in the sub-thread checkpoint `sub_threads` names.
-    `reason` is `"auto"` for the runner's checkpoint after each superstep,
-    `"rollback"` for the head a rollback saved, `"manual"` otherwise.
+    A workflow has no messages of its own, so `message_count` is 0 and `ranges` and
+    `last_message_id` are empty: `history_length` is how many step records the
+    history held, and each sub-thread's messages are in the sub-thread checkpoint
+    `sub_threads` names. `reason` is `"auto"` for the runner's checkpoint after each
+    superstep, `"rollback"` for the head a rollback saved, `"manual"` otherwise.
     """
 
+    message_count: int = Field(default=0, ge=0)
     superstep: int = Field(ge=0)
     status: RunStatus
+    history_length: int = Field(ge=0)
     sub_threads: dict[str, SubThreadCut] = Field(default_factory=dict)
 
-    @property
-    def history_length(self) -> int:
-        """How many step records the history held."""
-        return self.message_count
+    @model_validator(mode="after")
+    def _no_messages_of_its_own(self) -> Self:
+        if self.message_count or self.ranges or self.last_message_id is not None:
+            raise ValueError(
+                "a workflow checkpoint holds no messages of its own (its sub-threads'"
+                " checkpoints do; the step history's length is history_length)"
+            )
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,50 +77,47 @@ class StoredCut:
 
     checkpoint: WorkflowCheckpoint
     execution: ExecutionData
-
-    @property
-    def step_log(self) -> StepLog:
-        return StepLog(self.checkpoint.piece_table, None)
+    step_log: StepLog
 
 
-def cut_record(cut: StoredCut) -> Record:
-    """The store record of a workflow checkpoint (`ranges`/`blobs` keep data alive)."""
-    cp = cut.checkpoint
-    data = cp.model_dump(mode="json", exclude={"id", "thread_id"})
-    data["schema_version"] = _SCHEMA_VERSION
-    data["execution"] = cut.execution.model_dump(mode="json")
-    data["blobs"] = [cp.state_digest] if cp.state_digest else []
-    tags = (cp.label,) if cp.label else ()
-    return Record(kind=WORKFLOW_CHECKPOINT_KIND, id=cp.id, owner=cp.thread_id, tags=tags, data=data)
+def _public(checkpoint_id: str, workflow_id: str, data: CutData) -> WorkflowCheckpoint:
+    return WorkflowCheckpoint(
+        id=checkpoint_id,
+        thread_id=workflow_id,
+        label=data.label,
+        reason=data.reason,
+        created_at=data.created_at,
+        metadata=data.metadata,
+        stats=data.stats,
+        state_digest=data.state_digest,
+        superstep=data.superstep,
+        status=data.status,
+        history_length=data.history_length,
+        sub_threads=data.sub_threads,
+    )
 
 
 def parse_cut(record: Record) -> StoredCut:
-    """Read a workflow checkpoint record.
+    """Read a workflow checkpoint record (this version's or an older one).
 
     Raises:
         SchemaVersionError: it was written by a newer version.
         StoreCorruptedError: it cannot be decoded.
     """
-    data = dict(record.data)
-    found = data.pop("schema_version", None)
-    data.pop("blobs", None)
-    SchemaVersionError.check(
-        found, f"workflow checkpoint {record.id!r} record", newest=_SCHEMA_VERSION
-    )
+    data = read_cut_data(record)
+    if record.owner is None:
+        raise StoreCorruptedError(f"workflow checkpoint {record.id!r}", detail="it has no owner")
     try:
-        execution = ExecutionData.model_validate(data.pop("execution", None) or {})
-        checkpoint = WorkflowCheckpoint.model_validate(
-            {**data, "id": record.id, "thread_id": record.owner}
-        )
+        checkpoint = _public(record.id, record.owner, data)
     except ValidationError as exc:
         raise StoreCorruptedError(f"workflow checkpoint {record.id!r}", detail=str(exc)) from exc
-    return StoredCut(checkpoint, execution)
+    return StoredCut(checkpoint, data.execution, data.step_log)
 
 
 class CutMaker:
     """Writes the cuts of one workflow handle, reusing unchanged sub-thread checkpoints."""
 
-    def __init__(self, workflow: WorkflowThread) -> None:
+    def __init__(self, workflow: WorkflowParts) -> None:
         self._workflow = workflow
         self._reuse: dict[str, Checkpoint] = {}  # key -> its sub-thread's last checkpoint
 
@@ -146,29 +136,28 @@ class CutMaker:
         workflow = self._workflow
         clean = clean_label(label), clean_metadata(metadata, what="checkpoint metadata")
         subs = {}
-        for key, handle in workflow._handles.items():
+        for key, handle in workflow.sub_threads.items():
             subs[key] = SubThreadCut(
                 thread_id=handle.id, checkpoint_id=await self._sub_checkpoint(key, handle)
             )
-        checkpoint = WorkflowCheckpoint(
-            id=checkpoint_id,
-            thread_id=workflow.id,
+        data = CutData(
             label=clean[0],
             reason=reason,
             created_at=datetime.now(UTC),
-            message_count=step_log.length,
             metadata=clean[1],
             stats=workflow.stats,
             state_digest=state_digest,
-            ranges=tuple((r.segment_id, r.start, r.end) for r in step_log.ranges),
             superstep=execution.superstep,
             status=execution.status,
             sub_threads=subs,
+            history_length=step_log.length,
+            ranges=tuple((r.segment_id, r.start, r.end) for r in step_log.ranges),
+            execution=execution,
         )
         await workflow.store.put_record(
-            cut_record(StoredCut(checkpoint, execution)), expected_version=0
+            cut_record(checkpoint_id, workflow.id, data), expected_version=0
         )
-        return checkpoint
+        return _public(checkpoint_id, workflow.id, data)
 
     async def _sub_checkpoint(self, key: str, handle: ChatMessageThread) -> str:
         known = self._reuse.get(key)
@@ -188,18 +177,23 @@ def _shows(checkpoint: Checkpoint, handle: ChatMessageThread) -> bool:
     return (
         checkpoint.thread_id == handle.id
         and checkpoint.piece_table == handle.ranges
-        and checkpoint.state_digest == handle.record.data.get("state")
+        and checkpoint.state_digest == handle.state_digest
         and checkpoint.stats == handle.stats
     )
 
 
-async def list_cuts(workflow: WorkflowThread) -> list[WorkflowCheckpoint]:
-    """The workflow's checkpoints, oldest first (ids are time-ordered)."""
+async def stored_cuts(workflow: WorkflowParts) -> list[StoredCut]:
+    """The workflow's checkpoints as stored, oldest first (ids are time-ordered)."""
     records = await workflow.store.list_records(WORKFLOW_CHECKPOINT_KIND, owner=workflow.id)
-    return [parse_cut(r).checkpoint for r in records]
+    return [parse_cut(r) for r in records]
 
 
-async def find_cut(workflow: WorkflowThread, checkpoint: Checkpoint | str) -> StoredCut:
+async def list_cuts(workflow: WorkflowParts) -> list[WorkflowCheckpoint]:
+    """The workflow's checkpoints, oldest first."""
+    return [cut.checkpoint for cut in await stored_cuts(workflow)]
+
+
+async def find_cut(workflow: WorkflowParts, checkpoint: Checkpoint | str) -> StoredCut:
     """The stored checkpoint given as a checkpoint, an id, or a label (newest first).
 
     Raises:
@@ -230,7 +224,7 @@ async def find_cut(workflow: WorkflowThread, checkpoint: Checkpoint | str) -> St
 
 
 async def sub_thread_at(
-    workflow: WorkflowThread, cut: StoredCut, key: str, *, lazy: bool
+    workflow: WorkflowParts, cut: StoredCut, key: str, *, lazy: bool
 ) -> ChatMessageThread:
     """A handle on the sub-thread `key` of a cut (the workflow's own when it is the same).
 
@@ -242,7 +236,7 @@ async def sub_thread_at(
         raise SubThreadNotFoundError(
             key, workflow_id=workflow.id, known=tuple(cut.checkpoint.sub_threads)
         )
-    handle = workflow._handles.get(key)
+    handle = workflow.sub_threads.get(key)
     if handle is not None and handle.id == place.thread_id:
         return handle
     try:
@@ -318,10 +312,31 @@ class WorkflowSnapshot(ThreadSnapshot[WorkflowT]):
         Raises:
             ConflictError: a thread with id `id` already exists.
         """
-        return await self._thread._fork_cut(self._cut, id=id, title=title, tags=tags)
+        return await self._thread.fork(
+            checkpoint=self._cut.checkpoint,
+            id=id,
+            title=title,
+            tags=tags,
+            reset_stats=reset_stats,
+        )
 
     def __repr__(self) -> str:
         return (
             f"<WorkflowSnapshot thread_id={self.thread_id!r} checkpoint={self.checkpoint.id!r}"
             f" superstep={self.checkpoint.superstep} status={self.checkpoint.status}>"
         )
+
+
+__all__ = [
+    "WORKFLOW_CHECKPOINT_KIND",
+    "CutMaker",
+    "StoredCut",
+    "SubThreadCut",
+    "WorkflowCheckpoint",
+    "WorkflowSnapshot",
+    "find_cut",
+    "list_cuts",
+    "parse_cut",
+    "stored_cuts",
+    "sub_thread_at",
+]

@@ -171,7 +171,11 @@ class StepHistory(SequenceView[StepRecord]):
     __slots__ = ("_items", "_length", "_tail")
 
     def __init__(
-        self, items: list[StepRecord], *, length: int | None = None, tail: Sequence[StepRecord] = ()
+        self,
+        items: Sequence[StepRecord],
+        *,
+        length: int | None = None,
+        tail: Sequence[StepRecord] = (),
     ) -> None:
         self._items = items
         self._length = len(items) if length is None else length
@@ -236,7 +240,7 @@ class ExecutionState:
     def build(
         cls,
         data: ExecutionData,
-        closed: list[StepRecord],
+        closed: Sequence[StepRecord],
         state: ImmutableState,
         *,
         length: int | None = None,

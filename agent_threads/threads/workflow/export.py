@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -11,18 +12,16 @@ from agent_threads.stores.base import ThreadStore
 from agent_threads.threads.base import AgentThread
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.execution import ExecutionData, StepRecord
+from agent_threads.threads.workflow.protocol import WorkflowParts
 from agent_threads.threads.workflow.records import check_key
 
-if TYPE_CHECKING:
-    from agent_threads.threads.workflow.thread import WorkflowThread
 
-
-def export_content(workflow: WorkflowThread) -> dict[str, Any]:
+def export_content(workflow: WorkflowParts) -> dict[str, Any]:
     """The workflow part of `to_json`: each sub-thread's document, execution, steps."""
     return {
-        "sub_threads": {k: h._export_document() for k, h in workflow._handles.items()},
-        "execution": workflow._exec.model_dump(mode="json"),
-        "steps": [r.model_dump(mode="json") for r in workflow._closed],
+        "sub_threads": {k: json.loads(h.to_json()) for k, h in workflow.sub_threads.items()},
+        "execution": workflow.execution_data.model_dump(mode="json"),
+        "steps": [r.model_dump(mode="json") for r in workflow.closed_steps],
     }
 
 

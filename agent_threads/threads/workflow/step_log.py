@@ -10,19 +10,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import JsonValue, ValidationError
+from pydantic import ValidationError
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id
 from agent_threads.core.pieces import OpenSegment, Range, Ranges
 from agent_threads.errors import ConflictError, StoreCorruptedError
-from agent_threads.stores.base import Record, Row, ThreadStore
+from agent_threads.stores.base import Row, ThreadStore
 from agent_threads.threads.workflow.execution import StepRecord
 
 
 @dataclass(frozen=True, slots=True)
 class StepLog:
-    """The ranges of a step log and the segment its owner may extend."""
+    """The ranges of a step log and the segment its owner may extend.
+
+    Stored in the workflow record under the keys a chat thread keeps its messages in
+    (`ranges`, `head`, `segment`: see `records.workflow_data`), so `vacuum()` keeps the
+    log's segments alive the same way.
+    """
 
     ranges: Ranges = ()
     open_segment: OpenSegment | None = None
@@ -32,46 +37,9 @@ class StepLog:
         """How many records the log holds."""
         return pieces.length(self.ranges)
 
-    def to_data(self) -> dict[str, JsonValue]:
-        """The record keys that hold the log (`ranges` keeps segments alive in vacuum)."""
-        segment: JsonValue = None
-        if self.open_segment is not None:
-            segment = {"id": self.open_segment.segment_id, "end": self.open_segment.end}
-        return {
-            "ranges": [r.to_json() for r in self.ranges],
-            "head": self.length,
-            "segment": segment,
-        }
-
     def shared(self) -> StepLog:
         """The same records, without the right to extend the segment (for forks)."""
         return StepLog(self.ranges, None)
-
-    @classmethod
-    def from_record(cls, record: Record) -> StepLog:
-        """Read the log keys of a workflow or checkpoint record.
-
-        Raises:
-            StoreCorruptedError: the keys are malformed.
-        """
-        try:
-            raw = record.data.get("ranges") or []
-            if not isinstance(raw, list):
-                raise ValueError("ranges is not a list")
-            ranges = tuple(Range.from_json(r) for r in raw)
-            return cls(ranges, _open_segment(record.data.get("segment")))
-        except ValueError as exc:
-            raise StoreCorruptedError(f"{record.kind} {record.id!r}", detail=str(exc)) from exc
-
-
-def _open_segment(value: JsonValue) -> OpenSegment | None:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        segment_id, end = value.get("id"), value.get("end")
-        if isinstance(segment_id, str) and isinstance(end, int):
-            return OpenSegment(segment_id, end)
-    raise ValueError(f"bad open segment {value!r}")
 
 
 async def read_records(store: ThreadStore, ranges: Sequence[Range]) -> list[StepRecord]:

@@ -14,11 +14,11 @@ from contextlib import suppress
 from types import EllipsisType, MappingProxyType
 from typing import Any, Self
 
-from pydantic import JsonValue, ValidationError
+from pydantic import JsonValue
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id, validate_id
-from agent_threads.core.records import THREAD_KIND, put_new
+from agent_threads.core.records import THREAD_KIND, WRITE_ATTEMPTS, put_new
 from agent_threads.errors import (
     ConflictError,
     StoreCorruptedError,
@@ -32,9 +32,7 @@ from agent_threads.threads.base import AgentThread
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow import travel
 from agent_threads.threads.workflow.checkpoints import (
-    WORKFLOW_CHECKPOINT_KIND,
     CutMaker,
-    StoredCut,
     WorkflowCheckpoint,
     WorkflowSnapshot,
     find_cut,
@@ -50,15 +48,17 @@ from agent_threads.threads.workflow.execution import (
 from agent_threads.threads.workflow.export import export_content, import_parts
 from agent_threads.threads.workflow.records import (
     MAIN,
+    WORKFLOW_CHECKPOINT_KIND,
     agent_name,
     check_key,
-    initial_data,
     new_sub_thread,
+    read_workflow_data,
+    workflow_data,
 )
 from agent_threads.threads.workflow.step_log import StepLog, append_records, read_records
-from agent_threads.timetravel.checkpoints import Checkpoint
-
-_WRITE_ATTEMPTS = 16
+from agent_threads.threads.workflow.travel import Forked, ForkOptions
+from agent_threads.timetravel.checkpoint import Checkpoint
+from agent_threads.timetravel.checkpoints import ROLLBACK_LABEL
 
 _KEEP = ...
 
@@ -83,16 +83,12 @@ class WorkflowThread(AgentThread):
     _flushed: int
 
     def _on_bind(self) -> None:
-        data = self._record.data
-        try:
-            keys = data.get("sub_threads") or {}
-            if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
-                raise ValueError(f"bad sub-thread map {keys!r}")
-            self._keys = {k: str(v) for k, v in keys.items()}
-            self._exec = ExecutionData.model_validate(data.get("execution") or {})
-        except (ValidationError, ValueError) as exc:
-            raise StoreCorruptedError(f"workflow {self.id!r} record", detail=str(exc)) from exc
-        self._log = StepLog.from_record(self._record)
+        # Read here, on bind and refresh, not as the `data_schema` every publish re-reads:
+        # the execution data holds a superstep's step records, and a write knows what it set.
+        parts = read_workflow_data(self._record)
+        self._keys = dict(parts.sub_threads)
+        self._exec = parts.execution
+        self._log = parts.step_log
 
     def _attach(self, closed: list[StepRecord], handles: dict[str, ChatMessageThread]) -> Self:
         self._closed = closed
@@ -133,8 +129,10 @@ class WorkflowThread(AgentThread):
             title=title,
             tags=tags,
             metadata=metadata,
-            extra=initial_data(
-                {MAIN: main.id}, ExecutionData(workflow=workflow, next=tuple(next)), StepLog()
+            extra=workflow_data(
+                sub_threads={MAIN: main.id},
+                execution=ExecutionData(workflow=workflow, next=tuple(next)),
+                step_log=StepLog(),
             ),
         )
         try:
@@ -189,6 +187,36 @@ class WorkflowThread(AgentThread):
         """Where the run stands: status, history, current and next steps, shared state."""
         return ExecutionState.build(self._exec, self._closed, self._state)
 
+    @property
+    def sub_threads(self) -> Mapping[str, ChatMessageThread]:
+        """The sub-thread handles by key, in creation order (read-only).
+
+        The handles `get_sub_thread` returns; a write to one is a write to the sub-thread.
+        """
+        return MappingProxyType(self._handles)
+
+    # What the workflow's checkpoints, time travel and export read (`WorkflowParts`);
+    # applications read `execution` instead.
+
+    @property
+    def execution_data(self) -> ExecutionData:
+        """The inline execution data, as the workflow record holds it."""
+        return self._exec
+
+    @property
+    def step_log(self) -> StepLog:
+        """The ranges of the step log (and the segment this handle may extend)."""
+        return self._log
+
+    @property
+    def closed_steps(self) -> Sequence[StepRecord]:
+        """The step log's records in memory, oldest first (`execution.history` less `current`).
+
+        The list behind it only grows, or is replaced by a rollback or refresh, so a
+        prefix of it read now stays valid.
+        """
+        return self._closed
+
     def __repr__(self) -> str:
         return f"<WorkflowThread id={self.id!r} title={self.title!r} status={self._exec.status}>"
 
@@ -221,7 +249,7 @@ class WorkflowThread(AgentThread):
                     f"sub-thread {key!r}", detail=f"workflow {self.id!r} already has this key"
                 )
             keys = {**self._keys, key: sub.id}
-            await self.publish({"sub_threads": dict[str, JsonValue](keys)})
+            await self.publish(workflow_data(sub_threads=keys))
             self._keys = keys
 
         try:
@@ -267,7 +295,7 @@ class WorkflowThread(AgentThread):
 
         async def write() -> None:
             keys = {k: v for k, v in self._keys.items() if k != key}
-            await self.publish({"sub_threads": dict[str, JsonValue](keys)})
+            await self.publish(workflow_data(sub_threads=keys))
             self._keys = keys
 
         async with self._lock:
@@ -410,9 +438,13 @@ class WorkflowThread(AgentThread):
             await self._cuts.write(
                 checkpoint_id, new, step_log, digest, metadata=metadata, reason="auto"
             )
-            log_data = step_log.to_data()
             await self._publish_execution(
-                new, {**log_data, "state": digest, "blobs": self.blob_refs(digest)}
+                new,
+                {
+                    **workflow_data(step_log=step_log),
+                    "state": digest,
+                    "blobs": self.blob_refs(digest),
+                },
             )
             self._log, self._state = step_log, new_state
             self._closed.extend(records)
@@ -420,8 +452,7 @@ class WorkflowThread(AgentThread):
 
     async def _state_digest(self, state: ImmutableState) -> str | None:
         if state == self._state:
-            digest = self._record.data.get("state")
-            return digest if isinstance(digest, str) else None
+            return self.state_digest
         return await self._store_state(state)
 
     async def _publish_execution(
@@ -429,8 +460,8 @@ class WorkflowThread(AgentThread):
     ) -> None:
         """Publish `new` (and `extra` keys); retry only while the execution is unchanged."""
         base = self._exec
-        data: dict[str, JsonValue] = {"execution": new.model_dump(mode="json"), **(extra or {})}
-        for _ in range(_WRITE_ATTEMPTS):
+        data = {**workflow_data(execution=new), **(extra or {})}
+        for _ in range(WRITE_ATTEMPTS):
             try:
                 await self.publish(data)
                 break
@@ -449,10 +480,6 @@ class WorkflowThread(AgentThread):
         else:
             raise ConflictError(f"workflow {self.id!r}", detail="other writers kept winning")
         self._exec = new
-
-    def _digest(self) -> str | None:
-        digest = self._record.data.get("state")
-        return digest if isinstance(digest, str) else None
 
     # -- whole-workflow checkpoints, time travel, rollback, forks ----------------------
 
@@ -477,14 +504,13 @@ class WorkflowThread(AgentThread):
                 new_id(),
                 self._exec,
                 self._log,
-                self._digest(),
+                self.state_digest,
                 label=label,
                 metadata=metadata,
                 reason="manual",
             )
 
-    async def checkpoints(self) -> list[WorkflowCheckpoint]:  # type: ignore[override]
-        # (a list is invariant; every WorkflowCheckpoint is a Checkpoint)
+    async def checkpoints(self) -> list[WorkflowCheckpoint]:
         """Every workflow checkpoint, oldest first (the runner's and rollbacks' included)."""
         return await list_cuts(self)
 
@@ -530,7 +556,22 @@ class WorkflowThread(AgentThread):
         cut = await find_cut(self, _checkpoint_argument(checkpoint, message_id))
         async with self._lock:
             await self._flush_unlocked()
-            return await travel.rollback(self, cut)
+            saved = await self._cuts.write(
+                new_id(),
+                self._exec,
+                self._log,
+                self.state_digest,
+                label=ROLLBACK_LABEL,
+                metadata={"rolled_back_to": cut.checkpoint.id},
+                reason="rollback",
+            )
+            restored = await travel.restore(self, cut)
+            await self._publish_execution(restored.execution, restored.data)
+            self._keys = {k: h.id for k, h in restored.sub_threads.items()}
+            self._handles = dict(restored.sub_threads)
+            self._log, self._closed = restored.step_log, restored.closed
+            self._state = restored.state
+            return saved
 
     async def fork(
         self,
@@ -541,7 +582,7 @@ class WorkflowThread(AgentThread):
         title: str | None = None,
         tags: Iterable[str] | None = None,
         reset_stats: bool = True,
-    ) -> WorkflowThread:
+    ) -> Self:
         """A new workflow thread with status `idle`, from now or from a checkpoint.
 
         Every sub-thread is forked (at its checkpoint of the cut, or at its head) and
@@ -560,32 +601,18 @@ class WorkflowThread(AgentThread):
                 "a workflow forks at a checkpoint (checkpoint=...), not at a message;"
                 " fork a sub-thread to branch one conversation"
             )
+        options = ForkOptions(id=id, title=title, tags=tags, reset_stats=reset_stats)
         if checkpoint is not None:
-            return await self._fork_cut(
-                await find_cut(self, checkpoint),
-                id=id,
-                title=title,
-                tags=tags,
-                reset_stats=reset_stats,
-            )
+            forked = await travel.fork_cut(self, await find_cut(self, checkpoint), options)
+            return self._bind_forked(forked)
         async with self._lock:
             await self._flush_unlocked()
-            return await travel.fork_head(
-                self, id=id, title=title, tags=tags, reset_stats=reset_stats
-            )
+            forked = await travel.fork_head(self, options)
+        return self._bind_forked(forked)
 
-    async def _fork_cut(
-        self,
-        cut: StoredCut,
-        *,
-        id: str | None,
-        title: str | None,
-        tags: Iterable[str] | None,
-        reset_stats: bool = True,
-    ) -> Self:
-        return await travel.fork_cut(
-            self, cut, id=id, title=title, tags=tags, reset_stats=reset_stats
-        )
+    def _bind_forked(self, forked: Forked) -> Self:
+        handle = self._bind(self._store, forked.record, forked.state)
+        return handle._attach(forked.closed, forked.sub_threads)
 
     def copy(self, *, id: str | None = None, reset_stats: bool = False) -> Self:
         """Not for workflows: a copy would share its sub-threads. Use `await fork()`."""
@@ -646,7 +673,11 @@ class WorkflowThread(AgentThread):
             parent_id=document.get("parent_id"),
             fork_point=document.get("fork_point"),
             state_digest=digest,
-            extra=initial_data({k: s.id for k, s in subs.items()}, execution, step_log),
+            extra=workflow_data(
+                sub_threads={k: s.id for k, s in subs.items()},
+                execution=execution,
+                step_log=step_log,
+            ),
         )
         try:
             stored = await put_new(store, record)

@@ -1,21 +1,25 @@
-"""Time travel, rollback and forks of whole workflows (every sub-thread at one cut)."""
+"""Time travel, rollback and forks of whole workflows (every sub-thread at one cut).
+
+The functions here read a workflow through `WorkflowParts` and return what changes
+(`Restored`, `Forked`); the workflow thread applies it to itself.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from pydantic import JsonValue
 
 from agent_threads.core import pieces
-from agent_threads.core.ids import new_id
 from agent_threads.core.records import put_new, read_state
 from agent_threads.errors import ConflictError
 from agent_threads.state import ImmutableState
+from agent_threads.stores.base import Record
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.checkpoints import (
     StoredCut,
-    WorkflowCheckpoint,
     WorkflowSnapshot,
     sub_thread_at,
 )
@@ -25,14 +29,46 @@ from agent_threads.threads.workflow.execution import (
     RunStatus,
     StepRecord,
 )
-from agent_threads.threads.workflow.records import CREATED_LABEL, initial_data
+from agent_threads.threads.workflow.protocol import WorkflowParts
+from agent_threads.threads.workflow.records import CREATED_LABEL, workflow_data
 from agent_threads.threads.workflow.step_log import StepLog, read_records
-from agent_threads.timetravel.checkpoints import ROLLBACK_LABEL
 
-if TYPE_CHECKING:
-    from agent_threads.threads.workflow.thread import WorkflowThread
+WorkflowT = TypeVar("WorkflowT", bound=WorkflowParts)
 
-WorkflowT = TypeVar("WorkflowT", bound="WorkflowThread")
+
+@dataclass(frozen=True, slots=True)
+class ForkOptions:
+    """What a caller of `fork` chose for the new workflow (None: the parent's)."""
+
+    id: str | None = None
+    title: str | None = None
+    tags: Iterable[str] | None = None
+    reset_stats: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a rollback to a cut puts in place; `data` is the record data besides execution."""
+
+    sub_threads: dict[str, ChatMessageThread]
+    execution: ExecutionData
+    step_log: StepLog
+    state: ImmutableState
+    closed: list[StepRecord]
+    data: dict[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True)
+class Forked:
+    """A stored fork's record, and what a handle on it holds in memory."""
+
+    record: Record
+    state: ImmutableState
+    closed: list[StepRecord]
+    sub_threads: dict[str, ChatMessageThread]
+
+
+# -- reading a cut ------------------------------------------------------------------------
 
 
 async def snapshot(workflow: WorkflowT, cut: StoredCut) -> WorkflowSnapshot[WorkflowT]:
@@ -43,144 +79,133 @@ async def snapshot(workflow: WorkflowT, cut: StoredCut) -> WorkflowSnapshot[Work
     return WorkflowSnapshot(workflow, cut, state, execution)
 
 
-async def closed_for(workflow: WorkflowThread, step_log: StepLog) -> tuple[list[StepRecord], int]:
+async def closed_for(
+    workflow: WorkflowParts, step_log: StepLog
+) -> tuple[Sequence[StepRecord], int]:
     """The step records of `step_log`: a prefix of the workflow's when it is one, else read."""
-    if pieces.common_prefix(workflow._log.ranges, step_log.ranges) >= step_log.length:
-        return workflow._closed, step_log.length
+    if pieces.common_prefix(workflow.step_log.ranges, step_log.ranges) >= step_log.length:
+        return workflow.closed_steps, step_log.length
     records = await read_records(workflow.store, step_log.ranges)
     return records, len(records)
 
 
-async def state_for(workflow: WorkflowThread, digest: str | None) -> ImmutableState:
+async def state_for(workflow: WorkflowParts, digest: str | None) -> ImmutableState:
     """The state stored under `digest` (the workflow's own without a read)."""
-    if digest == workflow._digest():
+    if digest == workflow.state_digest:
         return workflow.state
     return await read_state(workflow.store, digest, owner=f"workflow {workflow.id!r}")
 
 
-async def rollback(workflow: WorkflowThread, cut: StoredCut) -> WorkflowCheckpoint:
-    """Roll every sub-thread and the execution back to `cut`. Caller holds the lock."""
-    saved = await workflow._cuts.write(
-        new_id(),
-        workflow._exec,
-        workflow._log,
-        workflow._digest(),
-        label=ROLLBACK_LABEL,
-        metadata={"rolled_back_to": cut.checkpoint.id},
-        reason="rollback",
-    )
+# -- rollback -----------------------------------------------------------------------------
+
+
+async def restore(workflow: WorkflowParts, cut: StoredCut) -> Restored:
+    """Roll every sub-thread of `cut` back to it; what the workflow then takes and publishes.
+
+    Caller holds the workflow's lock and has saved its head first.
+    """
     handles: dict[str, ChatMessageThread] = {}
     for key, place in cut.checkpoint.sub_threads.items():
         handles[key] = await sub_thread_at(workflow, cut, key, lazy=False)
         await handles[key].rollback(place.checkpoint_id)
-    await _restore(workflow, cut, handles)
-    return saved
-
-
-async def _restore(
-    workflow: WorkflowThread, cut: StoredCut, handles: dict[str, ChatMessageThread]
-) -> None:
     digest = cut.checkpoint.state_digest
     status = _restored_status(cut.execution.status)
     execution = cut.execution.model_copy(update={"status": status, "checkpoint": cut.checkpoint.id})
-    keys = {k: h.id for k, h in handles.items()}
     data: dict[str, JsonValue] = {
-        "sub_threads": dict[str, JsonValue](keys),
-        **cut.step_log.to_data(),
+        **workflow_data(sub_threads={k: h.id for k, h in handles.items()}, step_log=cut.step_log),
         "state": digest,
         "blobs": workflow.blob_refs(digest),
     }
     state = await state_for(workflow, digest)
     closed, length = await closed_for(workflow, cut.step_log)
-    await workflow._publish_execution(execution, data)
-    workflow._keys, workflow._handles = keys, handles
-    workflow._log, workflow._state, workflow._closed = cut.step_log, state, closed[:length]
+    return Restored(handles, execution, cut.step_log, state, list(closed[:length]), data)
 
 
 def _restored_status(status: RunStatus) -> RunStatus:
     return "idle" if status == "running" else status
 
 
-async def fork_head(
-    workflow: WorkflowT,
-    *,
-    id: str | None,
-    title: str | None,
-    tags: Iterable[str] | None,
-    reset_stats: bool = True,
-) -> WorkflowT:
+# -- forks --------------------------------------------------------------------------------
+
+
+async def fork_head(workflow: WorkflowParts, options: ForkOptions) -> Forked:
     """A new workflow from the workflow's head: each sub-thread forked at its head."""
-    subs = {k: await h.fork(reset_stats=reset_stats) for k, h in workflow._handles.items()}
+    subs = {
+        k: await h.fork(reset_stats=options.reset_stats) for k, h in workflow.sub_threads.items()
+    }
     return await _new_fork(
         workflow,
         subs,
-        workflow._exec,
-        workflow._log,
-        workflow._digest(),
-        workflow._closed,
+        _Source(
+            workflow.execution_data, workflow.step_log, workflow.state_digest, workflow.closed_steps
+        ),
         fork_point=None,
-        id=id,
-        title=title,
-        tags=tags,
+        options=options,
     )
 
 
-async def fork_cut(
-    workflow: WorkflowT,
-    cut: StoredCut,
-    *,
-    id: str | None,
-    title: str | None,
-    tags: Iterable[str] | None,
-    reset_stats: bool = True,
-) -> WorkflowT:
+async def fork_cut(workflow: WorkflowParts, cut: StoredCut, options: ForkOptions) -> Forked:
     """A new workflow from a cut: each sub-thread forked at its checkpoint of the cut."""
+    subs = await _subs_at_cut(workflow, cut, options.reset_stats)
+    return await _new_fork(
+        workflow, subs, await _source(workflow, cut), fork_point=cut.checkpoint.id, options=options
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """The execution, step log, state and step records a fork starts from."""
+
+    execution: ExecutionData
+    step_log: StepLog
+    state_digest: str | None
+    closed: Sequence[StepRecord]
+
+
+async def _source(workflow: WorkflowParts, cut: StoredCut) -> _Source:
+    closed, length = await closed_for(workflow, cut.step_log)
+    return _Source(cut.execution, cut.step_log, cut.checkpoint.state_digest, closed[:length])
+
+
+async def _subs_at_cut(
+    workflow: WorkflowParts, cut: StoredCut, reset_stats: bool, *, skip: str | None = None
+) -> dict[str, ChatMessageThread]:
+    """Each sub-thread of the cut (but `skip`) forked at its checkpoint of the cut."""
     subs: dict[str, ChatMessageThread] = {}
     for key, place in cut.checkpoint.sub_threads.items():
+        if key == skip:
+            continue
         sub = await sub_thread_at(workflow, cut, key, lazy=True)
         snapshot = await sub.at(place.checkpoint_id)
         subs[key] = await snapshot.fork(reset_stats=reset_stats)
-    closed, length = await closed_for(workflow, cut.step_log)
-    return await _new_fork(
-        workflow,
-        subs,
-        cut.execution,
-        cut.step_log,
-        cut.checkpoint.state_digest,
-        closed[:length],
-        fork_point=cut.checkpoint.id,
-        id=id,
-        title=title,
-        tags=tags,
-    )
+    return subs
 
 
 async def _new_fork(
-    workflow: WorkflowT,
+    workflow: WorkflowParts,
     subs: dict[str, ChatMessageThread],
-    execution: ExecutionData,
-    step_log: StepLog,
-    digest: str | None,
-    closed: list[StepRecord],
+    source: _Source,
     *,
     fork_point: str | None,
-    id: str | None,
-    title: str | None,
-    tags: Iterable[str] | None,
-) -> WorkflowT:
+    options: ForkOptions,
+) -> Forked:
     for sub in subs.values():
         if sub.head == 0:  # so a crashed step on it can be rolled back to empty
             await sub.checkpoint(CREATED_LABEL)
-    idle = execution.model_copy(update={"status": "idle", "checkpoint": None})
+    idle = source.execution.model_copy(update={"status": "idle", "checkpoint": None})
     record = workflow.new_record(
-        thread_id=id,
-        title=workflow.title if title is None else title,
-        tags=workflow.tags if tags is None else tags,
+        thread_id=options.id,
+        title=workflow.title if options.title is None else options.title,
+        tags=workflow.tags if options.tags is None else options.tags,
         metadata=workflow.metadata,
         parent_id=workflow.id,
         fork_point=fork_point,
-        state_digest=digest,
-        extra=initial_data({k: s.id for k, s in subs.items()}, idle, step_log.shared()),
+        state_digest=source.state_digest,
+        extra=workflow_data(
+            sub_threads={k: s.id for k, s in subs.items()},
+            execution=idle,
+            step_log=source.step_log.shared(),
+        ),
     )
     try:
         stored = await put_new(workflow.store, record)
@@ -188,5 +213,5 @@ async def _new_fork(
         for sub in subs.values():
             await sub.delete()
         raise
-    state = await state_for(workflow, digest)
-    return type(workflow)._bind(workflow.store, stored, state)._attach(list(closed), subs)
+    state = await state_for(workflow, source.state_digest)
+    return Forked(stored, state, list(source.closed), subs)
