@@ -126,10 +126,12 @@ async def test_load_of_a_chat_thread_as_a_workflow_names_its_type() -> None:
         await WorkflowThread.load(chat.id, store=store)
 
 
-async def test_copy_is_refused_in_favour_of_fork() -> None:
-    wt = await WorkflowThread.create()
-    with pytest.raises(TypeError, match="fork"):
-        wt.copy()
+async def test_copy_copies_every_sub_thread_under_new_ids() -> None:
+    wt = await workflow_with_two_agents()
+    copy = wt.copy()
+    assert copy.id != wt.id and copy.sub_thread_keys == wt.sub_thread_keys
+    assert set(copy.sub_thread_ids.values()).isdisjoint(wt.sub_thread_ids.values())
+    assert texts((await copy.get_sub_thread("researcher")).messages) == ["finding 1"]
 
 
 # -- execution writes ---------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pydantic import JsonValue
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id, validate_id
-from agent_threads.core.records import THREAD_KIND, WRITE_ATTEMPTS, put_new
+from agent_threads.core.records import THREAD_KIND, WRITE_ATTEMPTS, put_new, thread_exists
 from agent_threads.errors import (
     ConflictError,
     StoreCorruptedError,
@@ -47,6 +47,7 @@ from agent_threads.threads.workflow.execution import (
 )
 from agent_threads.threads.workflow.export import export_content, import_parts
 from agent_threads.threads.workflow.records import (
+    CREATED_LABEL,
     MAIN,
     WORKFLOW_CHECKPOINT_KIND,
     agent_name,
@@ -422,6 +423,7 @@ class WorkflowThread(AgentThread):
         """
         new_state = state if isinstance(state, ImmutableState) else ImmutableState(state)
         async with self._lock:
+            await self._save_unsaved()
             await self._flush_unlocked()
             records = self._exec.current
             step_log = await append_records(self._store, self._log, records, self._closed)
@@ -499,6 +501,7 @@ class WorkflowThread(AgentThread):
             InvalidIdError: the label is empty, over 128 characters or has control characters.
         """
         async with self._lock:
+            await self._save_unsaved()
             await self._flush_unlocked()
             return await self._cuts.write(
                 new_id(),
@@ -614,12 +617,71 @@ class WorkflowThread(AgentThread):
         handle = self._bind(self._store, forked.record, forked.state)
         return handle._attach(forked.closed, forked.sub_threads)
 
+    # -- copies -------------------------------------------------------------------------
+
     def copy(self, *, id: str | None = None, reset_stats: bool = False) -> Self:
-        """Not for workflows: a copy would share its sub-threads. Use `await fork()`."""
-        raise TypeError(
-            "a WorkflowThread cannot be copied in memory (the copy would write the same"
-            " sub-threads); use `await workflow_thread.fork()`"
+        """An in-memory copy of the whole workflow with a new identity, saved on its first write.
+
+        Every sub-thread is copied too (as `ChatMessageThread.copy` does: a new id, the
+        messages shared), and so is the execution state: the step history is shared
+        (its records never change), the rest is this handle's, except that a `running`
+        status reads `idle` (nothing runs the copy; `workflow.resume(copy)` continues
+        it) and the copy has no checkpoints (they stay with the original). Writes to
+        either never show in the other. `reset_stats` applies to every sub-thread too.
+
+        The copy's first write (`update_execution`, `record_step`, `commit_superstep`,
+        `checkpoint`, `create_sub_thread`, `update`, ...) stores it: first each sub-thread
+        copy not stored yet (an empty one with a `"created"` checkpoint, as in a fork),
+        then the workflow record. From then on `WorkflowThread.load(copy.id)` gives the
+        same sub-thread messages and execution state. A sub-thread written to directly
+        (`await copy.get_sub_thread(key)`) is stored by that write, like any copy.
+        """
+        twin = super().copy(id=id, reset_stats=reset_stats)
+        twin._handles = {
+            key: self._handles[key].copy(id=sub_id, reset_stats=reset_stats)
+            for key, sub_id in twin._keys.items()
+        }
+        return twin
+
+    def _data_for_copy(self, data: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        status: RunStatus = "idle" if self._exec.status == "running" else self._exec.status
+        execution = self._exec.model_copy(update={"status": status, "checkpoint": None})
+        data.update(
+            workflow_data(
+                sub_threads={key: new_id() for key in self._handles},  # the copies' ids
+                execution=execution,
+                step_log=self._log.shared(),  # the copy must not extend this log's segment
+            )
         )
+        return data
+
+    def _share_into(self, twin: Self) -> None:
+        twin._attach(list(self._closed), {})  # `copy` gives it its sub-thread copies
+
+    async def publish(
+        self, data: Mapping[str, JsonValue], *, tags: Sequence[str] | None = None
+    ) -> None:
+        """`AgentThread.publish`; an unsaved copy stores its sub-thread copies first.
+
+        Sub-threads before the workflow record: a crash in between leaves unreferenced
+        sub-threads, never a workflow naming missing ones.
+        """
+        if self._record.version == 0:
+            if await self._store.get_record(THREAD_KIND, self.id) is not None:
+                raise thread_exists(self.id)  # before it stores sub-threads for nothing
+            for handle in self._handles.values():
+                if handle.version != 0:
+                    continue  # stored already, by a write of its own
+                if handle.head == 0:  # so a crashed step on it can be rolled back to empty
+                    await handle.checkpoint(CREATED_LABEL)
+                else:
+                    await handle.update()  # its first write stores it
+        await super().publish(data, tags=tags)
+
+    async def _save_unsaved(self) -> None:
+        """Store an unsaved copy before a write that changes other records first."""
+        if self._record.version == 0:
+            await self.publish({})
 
     async def delete(self) -> None:
         """Delete the workflow, its checkpoints, and every sub-thread it or they reference.
