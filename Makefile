@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/views.py
 	$(BIN)/python bench/checkpoints.py
 	$(BIN)/python bench/workflows.py
+	$(BIN)/python bench/memory.py
 
 # The release: sdist and wheel in dist/, checked, installed with every extra into a fresh
 # build/dist-venv beside llama-index-workflows, openai-agents and langgraph, quickstart run.

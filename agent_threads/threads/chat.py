@@ -103,6 +103,10 @@ def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
     return batch
 
 
+LAZY_CACHE_LIMIT = 4096
+"""About how many messages a lazy handle (and its forks) keeps in memory: the newest."""
+
+
 class ChatMessageThread(AgentThread):
     """A conversation: an append-only list of messages that can be forked at any message.
 
@@ -184,7 +188,8 @@ class ChatMessageThread(AgentThread):
     @classmethod
     async def _open(cls, store: ThreadStore, record: Record, *, lazy: bool = False) -> Self:
         state = await cls._read_state(store, record)
-        handle = cls._bind(store, record, state)._attach(SegmentCache(), lazy=lazy)
+        cache = SegmentCache(limit=LAZY_CACHE_LIMIT) if lazy else SegmentCache()
+        handle = cls._bind(store, record, state)._attach(cache, lazy=lazy)
         if not lazy:  # the history's listing fills the cache with the thread's messages too
             handle._history = await load_history(handle)
         return handle
@@ -232,9 +237,18 @@ class ChatMessageThread(AgentThread):
         lazily loaded thread cost K row reads whatever its length.
         """
         lo, hi, _ = slice(start, end).indices(self.head)
-        wanted = pieces.slice_ranges(self._ranges, lo, hi)
-        await self._fill_cache(wanted)
-        return list(self._cache.iterate(wanted))
+        return await self._read(pieces.slice_ranges(self._ranges, lo, hi))
+
+    async def _read(self, ranges: Sequence[Range]) -> list[Message]:
+        """The messages of `ranges`, from memory where held, else from the store."""
+        await self._fill_cache(ranges)
+        try:
+            return list(self._cache.iterate(ranges))
+        except KeyError:  # a bounded cache let go of part of a read longer than its limit
+            found: list[Message] = []
+            for r in ranges:
+                found += self._decode(r, await self._store.read_rows(r.segment_id, r.start, r.end))
+            return found
 
     async def _fill_cache(self, ranges: Sequence[Range]) -> None:
         for r in self._cache.missing(ranges):
@@ -496,6 +510,8 @@ class ChatMessageThread(AgentThread):
         return self._ranges
 
     async def read_ranges(self, ranges: Ranges) -> Sequence[Message]:
+        if self._cache.limit is not None:  # a lazy handle's cache may let go of them later
+            return await self._read(ranges)
         await self._fill_cache(ranges)
         return MessageList(self._cache, ranges)
 

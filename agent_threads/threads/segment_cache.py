@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from typing import overload
@@ -42,6 +43,25 @@ class _Buffer:
                 self.holes -= 1
         self.items.extend(messages[overlap:])
 
+    def drop(self, start: int, end: int) -> list[tuple[int, Message]]:
+        """Forget positions `start <= p < end`; returns those held there, with positions.
+
+        The positions left empty at either end are trimmed, so a buffer whose old
+        messages are forgotten as new ones come stays as long as what it holds.
+        """
+        lo, hi = max(start - self.base, 0), min(end - self.base, len(self.items))
+        dropped = [(self.base + i, m) for i, m in enumerate(self.items[lo:hi], lo) if m is not None]
+        self.items[lo:hi] = [None] * max(hi - lo, 0)
+        self.holes += len(dropped)
+        lead = next((i for i, m in enumerate(self.items) if m is not None), len(self.items))
+        del self.items[:lead]
+        self.base += lead
+        self.holes -= lead
+        while self.items and self.items[-1] is None:
+            self.items.pop()
+            self.holes -= 1
+        return dropped
+
     def get(self, position: int) -> Message | None:
         i = position - self.base
         return self.items[i] if 0 <= i < len(self.items) else None
@@ -72,9 +92,16 @@ class SegmentCache:
 
     Segment rows never change once written, so one cache can serve every handle whose
     ranges point into it, and a fork shares its parent's cache at no cost.
+
+    With a `limit` (the cache of lazy handles) it holds about that many messages: once
+    past it, the runs put longest ago are forgotten first, so a long-lived handle that
+    keeps appending stays bounded in memory. Without one it keeps all it is given.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, limit: int | None = None) -> None:
+        self.limit = limit
+        self._held = 0
+        self._runs: deque[tuple[str, int, int]] = deque()  # what was put, oldest first
         self._buffers: dict[str, _Buffer] = {}
         # message id -> its place, or a list of places when it has several (a copy made
         # by consolidation, a row read from two segments): one tuple each in the usual case
@@ -86,14 +113,41 @@ class SegmentCache:
         if buffer is None:
             buffer = self._buffers[segment_id] = _Buffer(start)
         buffer.put(start, messages)
+        if self.limit is not None:
+            self._runs.append((segment_id, start, start + len(messages)))
+            self._held += len(messages)
         ids = [m.id for m in messages]
         places = zip(repeat(segment_id), range(start, start + len(ids)))
         fresh = dict(zip(ids, places, strict=True))
         if len(fresh) == len(ids) and self._places.keys().isdisjoint(fresh):
             self._places.update(fresh)  # the usual case: messages new to the cache
-            return
-        for offset, message_id in enumerate(ids):
-            self._add_place(message_id, (segment_id, start + offset))
+        else:
+            for offset, message_id in enumerate(ids):
+                self._add_place(message_id, (segment_id, start + offset))
+        if self.limit is not None and self._held > self.limit:
+            self._evict(self.limit)
+
+    def _evict(self, limit: int) -> None:
+        """Forget the oldest runs until about `limit` messages are held (never the newest)."""
+        while self._held > limit and len(self._runs) > 1:
+            segment_id, start, end = self._runs.popleft()
+            self._held -= end - start
+            buffer = self._buffers.get(segment_id)
+            if buffer is None:
+                continue
+            for position, message in buffer.drop(start, end):
+                self._drop_place(message.id, (segment_id, position))
+            if not buffer.items:
+                del self._buffers[segment_id]
+
+    def _drop_place(self, message_id: str, place: tuple[str, int]) -> None:
+        held = self._places.get(message_id)
+        if held == place:
+            del self._places[message_id]
+        elif isinstance(held, list) and place in held:
+            held.remove(place)
+            if len(held) == 1:
+                self._places[message_id] = held[0]
 
     def _add_place(self, message_id: str, place: tuple[str, int]) -> None:
         held = self._places.setdefault(message_id, place)

@@ -45,3 +45,22 @@ def test_a_message_twice_in_one_put_keeps_both_places_in_order() -> None:
     cache = SegmentCache()
     cache.put("s", 0, [MESSAGES[0], MESSAGES[1], MESSAGES[0]])
     assert cache.places(MESSAGES[0].id) == [("s", 0), ("s", 2)]
+
+
+@given(st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=40))
+def test_a_bounded_cache_holds_its_newest_runs_and_forgets_the_oldest(sizes: list[int]) -> None:
+    cache = SegmentCache(limit=10)
+    messages = [Message.user(str(i)) for i in range(sum(sizes))]
+    start = 0
+    for size in sizes:
+        cache.put("s", start, messages[start : start + size])
+        start += size
+    last = sizes[-1]
+    newest = [Range("s", start - last, start)]
+    assert cache.has(newest)
+    assert list(cache.iterate(newest)) == messages[start - last :]
+    held = [m for m in messages if cache.places(m.id)]
+    assert len(held) <= max(10, last)
+    assert held == messages[len(messages) - len(held) :]  # a suffix: the newest ones
+    for m in held:
+        assert cache.get(*cache.places(m.id)[0]) is m
