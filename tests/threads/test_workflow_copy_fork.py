@@ -1,4 +1,4 @@
-"""WorkflowThread keeps the AgentThread contract: copy() and fork()."""
+"""WorkflowThread keeps the AgentThread contract: copy(), fork(), fork(message_id=...)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from agent_threads import (
     ConflictError,
     MemoryStore,
     Message,
+    MessageNotFoundError,
     StepRecord,
     ThreadNotFoundError,
     WorkflowThread,
@@ -230,6 +231,118 @@ async def test_fork_forks_every_sub_thread_at_its_head_without_copying_messages(
     assert list(fork.execution.history) == list(run.execution.history)
 
 
+async def test_fork_at_the_last_message_of_a_step_continues_after_its_superstep() -> None:
+    calls: Counter[str] = Counter()
+    run = await team(calls).run()
+    alice_2 = await message(run, "alice", "alice 2")
+    fork = await run.fork(message_id=alice_2.id)
+    assert fork.fork_point == alice_2.id and fork.parent_id == run.id
+    assert [r.step for r in fork.execution.history] == ["plan", "alice", "bob"]
+    assert [t.step for t in fork.execution.next] == ["write"] and fork.execution.status == "idle"
+    assert await contents(fork) == {
+        "main": [],
+        "planner": ["plan 1", "plan 2"],
+        "alice": ["alice 1", "alice 2"],
+        "bob": ["bob 1", "bob 2"],
+    }
+    assert fork.state == {"plan": True, "alice": True, "bob": True}
+    calls.clear()
+    await team(calls).resume(fork)
+    assert calls == {"write": 1}
+
+
+async def test_fork_inside_a_step_takes_the_superstep_boundary_before_it() -> None:
+    calls: Counter[str] = Counter()
+    run = await team(calls).run()
+    alice_1 = await message(run, "alice", "alice 1")
+    fork = await run.fork(message_id=alice_1.id)
+    assert [r.step for r in fork.execution.history] == ["plan"]
+    assert sorted(t.step for t in fork.execution.next) == ["alice", "bob"]
+    assert await contents(fork) == {
+        "main": [],
+        "planner": ["plan 1", "plan 2"],
+        "alice": ["alice 1"],  # bob's sub-thread did not exist yet
+    }
+    calls.clear()
+    fork = await team(calls).resume(fork)
+    assert calls == {"alice": 1, "bob": 1, "write": 1}
+    assert texts((await fork.get_sub_thread("alice")).messages) == [
+        "alice 1", "alice 1", "alice 2",
+    ]  # fmt: skip
+
+
+async def test_fork_at_the_runs_last_message_is_the_finished_run() -> None:
+    calls: Counter[str] = Counter()
+    run = await team(calls).run()
+    write_2 = await message(run, "writer", "write 2")
+    fork = await run.fork(message_id=write_2.id)
+    assert list(fork.execution.history) == list(run.execution.history)
+    assert await contents(fork) == await contents(run)
+    calls.clear()
+    assert (await team(calls).resume(fork)).execution.status == "completed" and not calls
+
+
+async def test_fork_at_a_message_added_after_the_run_keeps_the_finished_run() -> None:
+    run = await team(Counter()).run()
+    main = await run.get_sub_thread()
+    await main.on_new_messages([Message.user("one more thing"), Message.user("and another")])
+    fork = await run.fork(message_id=main.messages[0].id)
+    assert texts((await fork.get_sub_thread()).messages) == ["one more thing"]
+    assert list(fork.execution.history) == list(run.execution.history)
+    assert (await contents(fork))["writer"] == ["write 1", "write 2"]
+
+
+async def test_fork_at_a_message_of_a_workflow_without_checkpoints_takes_its_head() -> None:
+    wt = await WorkflowThread.create(title="by hand")
+    main = await wt.get_sub_thread()
+    await main.on_new_messages([Message.user("a"), Message.user("b")])
+    other = await wt.create_sub_thread("other")
+    await other.on_new_messages([Message.assistant("x")])
+    await wt.update_execution(next=[])
+    fork = await wt.fork(message_id=main.messages[0].id, reset_stats=False)
+    assert await contents(fork) == {"main": ["a"], "other": ["x"]}
+    assert (await fork.get_sub_thread()).stats.message_count == 1
+    assert (await fork.get_sub_thread("other")).stats == other.stats
+
+
+async def test_fork_at_a_message_passes_over_a_cut_that_would_roll_it_back() -> None:
+    wt = await WorkflowThread.create()
+    start = await wt.checkpoint("start")
+    await wt.update_execution(current=[record("main", status="running", thread_head=0)])
+    main = await wt.get_sub_thread()
+    await main.on_new_messages([Message.assistant("partial 1"), Message.assistant("partial 2")])
+    await wt.checkpoint("mid-step")  # main ends at "partial 2", but the step is under way
+    fork = await wt.fork(message_id=main.messages[1].id)
+    assert fork.execution.current == () and fork.fork_point == main.messages[1].id
+    assert texts((await fork.get_sub_thread()).messages) == ["partial 1", "partial 2"]
+    assert start.sub_threads["main"].thread_id == main.id
+
+
+async def test_fork_at_a_message_no_sub_thread_holds_names_the_workflow_and_message() -> None:
+    wt = await hand_run()
+    with pytest.raises(MessageNotFoundError, match=f"'nope' not found in thread '{wt.id}'"):
+        await wt.fork(message_id="nope")
+    chat = await ChatMessageThread.create()
+    with pytest.raises(MessageNotFoundError, match=f"'nope' not found in thread '{chat.id}'"):
+        await chat.fork(message_id="nope")  # the same error for every thread type
+
+
+async def test_fork_at_a_message_two_sub_threads_hold_is_refused() -> None:
+    wt = await WorkflowThread.create()
+    shared = Message.user("to everyone")
+    await (await wt.get_sub_thread()).on_new_messages([shared])
+    await (await wt.create_sub_thread("other")).on_new_messages([shared])
+    with pytest.raises(ValueError, match=r"sub-threads \['main', 'other'\]"):
+        await wt.fork(message_id=shared.id)
+
+
+async def test_fork_at_a_message_and_a_checkpoint_at_once_is_refused() -> None:
+    wt = await hand_run()
+    task = (await wt.get_sub_thread()).messages[0]
+    with pytest.raises(TypeError, match="not both"):
+        await wt.fork(task.id, checkpoint=(await wt.checkpoints())[0])
+
+
 # -- a fork never changes its parent -----------------------------------------------------------
 
 actions = st.lists(
@@ -283,14 +396,18 @@ async def write_everywhere(fork: WorkflowThread) -> None:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(actions, st.integers(0, 100), st.sampled_from(["head", "copy"]))
+@given(actions, st.integers(0, 100), st.sampled_from(["message", "head", "copy"]))
 def test_a_fork_or_copy_never_changes_its_parent(
     ops: list[tuple[str, str]], pick: int, how: str
 ) -> None:
     async def main() -> None:
-        wt, _ = await build(ops)
+        wt, ids = await build(ops)
         before = await observe(wt)
-        if how == "copy":
+        if how == "message" and ids:
+            key, message_id = ids[pick % len(ids)]
+            fork = await wt.fork(message_id=message_id)
+            assert (await fork.get_sub_thread(key)).messages[-1].id == message_id
+        elif how == "copy":
             fork = wt.copy()
         else:
             fork = await wt.fork()

@@ -586,31 +586,47 @@ class WorkflowThread(AgentThread):
         tags: Iterable[str] | None = None,
         reset_stats: bool = True,
     ) -> Self:
-        """A new workflow thread with status `idle`, from now or from a checkpoint.
+        """A new workflow thread with status `idle`: from now, a checkpoint, or a message.
 
-        Every sub-thread is forked (at its checkpoint of the cut, or at its head) and
-        the step history is shared, so a fork costs O(number of sub-threads), whatever
-        the length of the run. `await workflow.resume(fork)` continues it; steps
-        completed before the cut never run again. Parent and fork never see each
-        other's later changes. `message_id` is not accepted: a workflow has no messages.
-        `reset_stats` applies to every forked sub-thread.
+        Every sub-thread is forked and the step history is shared, so a fork costs
+        O(number of sub-threads), whatever the length of the run. `await
+        workflow.resume(fork)` continues it; steps completed before the cut never run
+        again. Parent and fork never see each other's later changes. `reset_stats`
+        applies to every forked sub-thread.
+
+        - No argument: each sub-thread at its head, the execution as it is now.
+        - `checkpoint=`: each sub-thread at its checkpoint of that workflow checkpoint.
+        - `message_id`: the sub-thread holding that message is forked at it (so the
+          fork's copy ends with it; `fork_point` is the message), and the rest of the
+          workflow is taken from the workflow checkpoint that shows the moment that
+          sub-thread reached the message: the earliest one at which it ended with the
+          message (the end of the superstep whose step wrote it), else the latest one
+          before the message was written (the superstep boundary before it: the step
+          that was writing it runs again on resume, after it). A checkpoint where that
+          sub-thread holds other messages, or where a step under way on it started
+          below the message (a resume would roll the message back), does not count.
+          Without such a checkpoint (a workflow run by hand), the rest is the workflow
+          as it is now.
 
         Raises:
+            MessageNotFoundError: no sub-thread holds `message_id` (naming the workflow).
+            ValueError: several sub-threads hold `message_id` (fork one of them instead).
             CheckpointNotFoundError: the workflow has no such checkpoint.
             ConflictError: a thread with id `id` already exists.
+            TypeError: both a message and a checkpoint are given.
         """
-        if message_id is not None:
-            raise TypeError(
-                "a workflow forks at a checkpoint (checkpoint=...), not at a message;"
-                " fork a sub-thread to branch one conversation"
-            )
+        if message_id is not None and checkpoint is not None:
+            raise TypeError("a workflow forks at a checkpoint or at a message, not both")
         options = ForkOptions(id=id, title=title, tags=tags, reset_stats=reset_stats)
         if checkpoint is not None:
             forked = await travel.fork_cut(self, await find_cut(self, checkpoint), options)
             return self._bind_forked(forked)
         async with self._lock:
             await self._flush_unlocked()
-            forked = await travel.fork_head(self, options)
+            if message_id is None:
+                forked = await travel.fork_head(self, options)
+            else:
+                forked = await travel.fork_at_message(self, message_id, options)
         return self._bind_forked(forked)
 
     def _bind_forked(self, forked: Forked) -> Self:

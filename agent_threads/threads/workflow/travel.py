@@ -6,7 +6,7 @@ The functions here read a workflow through `WorkflowParts` and return what chang
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -14,13 +14,14 @@ from pydantic import JsonValue
 
 from agent_threads.core import pieces
 from agent_threads.core.records import put_new, read_state
-from agent_threads.errors import ConflictError
+from agent_threads.errors import ConflictError, MessageNotFoundError
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.checkpoints import (
     StoredCut,
     WorkflowSnapshot,
+    stored_cuts,
     sub_thread_at,
 )
 from agent_threads.threads.workflow.execution import (
@@ -28,10 +29,12 @@ from agent_threads.threads.workflow.execution import (
     ExecutionState,
     RunStatus,
     StepRecord,
+    latest_attempts,
 )
 from agent_threads.threads.workflow.protocol import WorkflowParts
 from agent_threads.threads.workflow.records import CREATED_LABEL, workflow_data
 from agent_threads.threads.workflow.step_log import StepLog, read_records
+from agent_threads.timetravel.checkpoint import Checkpoint
 
 WorkflowT = TypeVar("WorkflowT", bound=WorkflowParts)
 
@@ -149,6 +152,111 @@ async def fork_cut(workflow: WorkflowParts, cut: StoredCut, options: ForkOptions
     subs = await _subs_at_cut(workflow, cut, options.reset_stats)
     return await _new_fork(
         workflow, subs, await _source(workflow, cut), fork_point=cut.checkpoint.id, options=options
+    )
+
+
+async def fork_at_message(workflow: WorkflowParts, message_id: str, options: ForkOptions) -> Forked:
+    """A new workflow whose sub-thread holding `message_id` ends with it.
+
+    The other sub-threads and the execution are those of `cut_at_message`'s cut, or
+    the workflow's head when it finds none. The fork's `fork_point` is the message.
+
+    Raises:
+        MessageNotFoundError: no sub-thread holds the message (naming the workflow).
+        ValueError: several sub-threads hold it.
+    """
+    key, sub, count = await _holder(workflow, message_id)
+    cut = await cut_at_message(workflow, key, sub, count)
+    own = await sub.fork(message_id, reset_stats=options.reset_stats)
+    if cut is None:
+        others = {
+            k: await h.fork(reset_stats=options.reset_stats)
+            for k, h in workflow.sub_threads.items()
+            if k != key
+        }
+        subs = {k: own if k == key else others[k] for k in workflow.sub_threads}
+        source = _Source(
+            workflow.execution_data, workflow.step_log, workflow.state_digest, workflow.closed_steps
+        )
+    else:
+        others = await _subs_at_cut(workflow, cut, options.reset_stats, skip=key)
+        keys = dict.fromkeys([*cut.checkpoint.sub_threads, key])  # the cut's order
+        subs = {k: own if k == key else others[k] for k in keys}
+        source = await _source(workflow, cut)
+    return await _new_fork(workflow, subs, source, fork_point=message_id, options=options)
+
+
+async def _holder(workflow: WorkflowParts, message_id: str) -> tuple[str, ChatMessageThread, int]:
+    """The key and handle of the sub-thread holding the message, and its count up to it."""
+    found: list[tuple[str, ChatMessageThread, int]] = []
+    for key, sub in workflow.sub_threads.items():
+        try:
+            found.append((key, sub, await sub.index_of(message_id) + 1))
+        except MessageNotFoundError:
+            continue
+    if not found:
+        raise MessageNotFoundError(message_id, thread_id=workflow.id)
+    if len(found) > 1:
+        keys = [key for key, _, _ in found]
+        raise ValueError(
+            f"message {message_id!r} is in sub-threads {keys} of workflow {workflow.id!r}, so"
+            " the fork's cut is ambiguous: fork the workflow at a checkpoint, or fork one"
+            " sub-thread (`await (await wt.get_sub_thread(key)).fork(message_id=...)`)"
+        )
+    return found[0]
+
+
+async def cut_at_message(
+    workflow: WorkflowParts, key: str, sub: ChatMessageThread, count: int
+) -> StoredCut | None:
+    """The workflow checkpoint that shows the workflow when sub-thread `key` reached a message.
+
+    `count` is the sub-thread's length up to and including the message. Each cut shows
+    the sub-thread holding some prefix of those messages (none if it did not exist
+    yet); the earliest cut showing all of them wins (the end of the superstep whose
+    step wrote the message), else the one showing the most (the superstep boundary
+    before the message; the newest among equals). A cut is passed over when the
+    sub-thread there holds other messages (another path), or when an attempt under
+    way there on that sub-thread started below the message (a resume would roll the
+    message back). None: no cut qualifies (or the workflow has none).
+    """
+    cuts = await stored_cuts(workflow)
+    if not cuts:
+        return None
+    target = pieces.prefix(sub.ranges, count)
+    recorded = {c.id: c for c in await sub.checkpoints()}
+    best, best_held = None, -1
+    for cut in cuts:  # oldest first
+        held = _held_at(cut, key, sub.id, recorded, target)
+        if held is None or _rewinds_below(cut.execution, key, count):
+            continue
+        if held >= best_held:
+            best, best_held = cut, held
+        if best_held == count:
+            break
+    return best
+
+
+def _held_at(
+    cut: StoredCut, key: str, sub_id: str, recorded: Mapping[str, Checkpoint], target: pieces.Ranges
+) -> int | None:
+    """How many of `target`'s first messages the sub-thread held at `cut` (None: others)."""
+    place = cut.checkpoint.sub_threads.get(key)
+    if place is None or place.thread_id != sub_id:
+        return 0  # the sub-thread did not exist yet (or another one had its key)
+    checkpoint = recorded.get(place.checkpoint_id)
+    if checkpoint is None:
+        return None
+    if pieces.common_prefix(checkpoint.piece_table, target) < checkpoint.message_count:
+        return None
+    return checkpoint.message_count
+
+
+def _rewinds_below(execution: ExecutionData, key: str, count: int) -> bool:
+    """Whether resuming from `execution` would roll sub-thread `key` back below `count`."""
+    return any(
+        r.key == key and r.status != "completed" and r.thread_head < count
+        for r in latest_attempts(execution.current)
     )
 
 
