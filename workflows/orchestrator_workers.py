@@ -281,12 +281,17 @@ async def start(args: argparse.Namespace) -> None:
             await demo(store, models)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Parse the command line and run."""
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line: an optional SQLite file and `--model`."""
     parser = argparse.ArgumentParser(description="A planner starts workers; a synthesizer merges.")
     parser.add_argument("db", nargs="?", help="SQLite file (default: in memory)")
     add_model_argument(parser)
-    anyio.run(start, parser.parse_args(argv))
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and run."""
+    anyio.run(start, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -459,13 +459,18 @@ async def start(args: argparse.Namespace) -> None:
         await demo(db, models=models)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Parse the command line and run."""
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line: an optional SQLite file and `--model`."""
     parser = argparse.ArgumentParser(description="A research team of concurrent agents.")
     parser.add_argument("db", nargs="?", default="demo.db", help="SQLite file (recreated)")
     parser.add_argument("--child", metavar="RUN_ID", help=argparse.SUPPRESS)
     add_model_argument(parser)
-    anyio.run(start, parser.parse_args(argv))
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and run."""
+    anyio.run(start, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import pytest
 
 from agent_threads import ChatMessageThread, MemoryStore
 from tests.programs.fake_chat import FakeChatServer
-from tests.programs.programs import assert_valid_traffic, load_program, model_env, run_program
+from tests.programs.programs import assert_valid_traffic, load_program
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,10 @@ async def test_each_draft_is_a_fork_and_the_best_is_kept(
     assert writer.messages[-1].metadata["kept_from"] == drafts[-1].id
 
 
-def test_evaluator_runs_on_an_openai_compatible_server(fake_chat: FakeChatServer) -> None:
-    done = run_program("evaluator_optimizer", ["--model", "fake-model"], env=model_env(fake_chat))
-    assert "2 rounds; the critic accepted" in done.stdout  # the fake accepts the second time
-    assert_valid_traffic(fake_chat)
+async def test_evaluator_runs_on_an_openai_compatible_server(
+    program: ModuleType, fake_model: FakeChatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with anyio.fail_after(30):
+        await program.start(program.parse_args(["--model", "fake-model"]))
+    assert "2 rounds; the critic accepted" in capsys.readouterr().out  # accepted the 2nd time
+    assert_valid_traffic(fake_model)

@@ -66,12 +66,8 @@ async def test_work_ends_with_a_text_answer(models: ModuleType) -> None:
 
 
 async def test_the_openai_model_sends_the_view_and_keeps_the_usage(
-    models: ModuleType, fake_chat: FakeChatServer, monkeypatch: pytest.MonkeyPatch
+    models: ModuleType, fake_model: FakeChatServer
 ) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_chat.url)
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(variable, raising=False)
     thread = await ChatMessageThread.create()
     await thread.on_new_messages([Message.system("Be brief."), Message.user("Echo hi.")])
     with anyio.fail_after(30):
@@ -82,9 +78,9 @@ async def test_the_openai_model_sends_the_view_and_keeps_the_usage(
     assert answer.text.startswith("Fake answer")
     # from_messages reads no usage (it is on the response): OpenAIModel sets it
     assert [m.usage.input_tokens for m in thread.messages if m.usage] == [101, 102]
-    first, second = fake_chat.requests
+    first, second = fake_model.requests
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert first["tools"][0]["function"]["name"] == "echo"
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
     assert second["messages"][3]["tool_call_id"] == second["messages"][2]["tool_calls"][0]["id"]
-    assert fake_chat.invalid == []
+    assert fake_model.invalid == []

@@ -9,7 +9,7 @@ import pytest
 
 from agent_threads import MemoryStore
 from tests.programs.fake_chat import FakeChatServer
-from tests.programs.programs import assert_valid_traffic, load_program, model_env, run_program
+from tests.programs.programs import assert_valid_traffic, load_program
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,12 @@ async def test_a_failed_worker_is_rolled_back_and_retried_alone(
     assert [m.role for m in sub.messages] == ["system", "user", "assistant", "tool", "assistant"]
 
 
-def test_orchestrator_runs_on_an_openai_compatible_server(fake_chat: FakeChatServer) -> None:
-    done = run_program("orchestrator_workers", ["--model", "fake-model"], env=model_env(fake_chat))
-    assert done.stdout.count("the planner chose 2 workers") == 2  # the fake plans 2 subtasks
-    assert "worker_2's failed attempt was rolled back" in done.stdout
-    assert_valid_traffic(fake_chat)
+async def test_orchestrator_runs_on_an_openai_compatible_server(
+    program: ModuleType, fake_model: FakeChatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with anyio.fail_after(30):
+        await program.start(program.parse_args(["--model", "fake-model"]))
+    out = capsys.readouterr().out
+    assert out.count("the planner chose 2 workers") == 2  # the fake plans 2 subtasks
+    assert "worker_2's failed attempt was rolled back" in out
+    assert_valid_traffic(fake_model)

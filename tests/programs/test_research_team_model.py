@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
+import pytest
+
 from tests.programs.fake_chat import FakeChatServer
-from tests.programs.programs import assert_valid_traffic, model_env, run_program
+from tests.programs.programs import assert_valid_traffic, load_program
 
 
-def test_research_team_runs_on_an_openai_compatible_server(
-    fake_chat: FakeChatServer, tmp_path: Path
+async def test_research_team_runs_on_an_openai_compatible_server(
+    fake_model: FakeChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    db = str(tmp_path / "demo.db")
-    done = run_program("research_team", [db, "--model", "fake-model"], env=model_env(fake_chat))
-    assert "rolled back and re-ran ['research_rules']" in done.stdout  # the child process too
-    assert "published=True" in done.stdout
-    assert_valid_traffic(fake_chat)
-    searches = [r for r in fake_chat.requests if any(m["role"] == "tool" for m in r["messages"])]
-    assert len(searches) >= 3  # each researcher's tool result went back to the model
+    program = load_program("research_team")
+    argv = [str(tmp_path / "demo.db"), "--model", "fake-model"]
+    with anyio.fail_after(60):
+        await program.start(program.parse_args(argv))
+    out = capsys.readouterr().out
+    assert "rolled back and re-ran ['research_rules']" in out  # the killed child used it too
+    assert "published=True" in out
+    assert_valid_traffic(fake_model)
+    answered = [r for r in fake_model.requests if any(m["role"] == "tool" for m in r["messages"])]
+    assert len(answered) >= 3  # each researcher's tool result went back to the model

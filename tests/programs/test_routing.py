@@ -9,7 +9,7 @@ import pytest
 
 from agent_threads import MemoryStore
 from tests.programs.fake_chat import FakeChatServer
-from tests.programs.programs import assert_valid_traffic, load_program, model_env, run_program
+from tests.programs.programs import assert_valid_traffic, load_program
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +46,14 @@ async def test_a_fork_after_triage_reruns_only_the_specialist(
     assert "re-ran only ['billing']" in capsys.readouterr().out
 
 
-def test_routing_runs_on_an_openai_compatible_server(fake_chat: FakeChatServer) -> None:
-    done = run_program("routing", ["--model", "fake-model"], env=model_env(fake_chat))
-    assert "triage chose 'billing'" in done.stdout  # the fake picks the first enum value
-    assert "re-ran only ['billing']" in done.stdout
-    assert_valid_traffic(fake_chat)
-    forced = [r for r in fake_chat.requests if isinstance(r.get("tool_choice"), dict)]
+async def test_routing_runs_on_an_openai_compatible_server(
+    routing: ModuleType, fake_model: FakeChatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with anyio.fail_after(30):
+        await routing.start(routing.parse_args(["--model", "fake-model"]))
+    out = capsys.readouterr().out
+    assert "triage chose 'billing'" in out  # the fake picks the first enum value
+    assert "re-ran only ['billing']" in out
+    assert_valid_traffic(fake_model)
+    forced = [r for r in fake_model.requests if isinstance(r.get("tool_choice"), dict)]
     assert {r["tool_choice"]["function"]["name"] for r in forced} == {"transfer"}
