@@ -23,7 +23,6 @@ from agent_threads.core.pieces import Ranges
 from agent_threads.core.records import (
     SCHEMA_VERSION,
     THREAD_KIND,
-    WRITE_ATTEMPTS,
     ThreadData,
     ThreadStats,
     clean_metadata,
@@ -32,6 +31,7 @@ from agent_threads.core.records import (
     read_thread_data,
     thread_exists,
 )
+from agent_threads.core.retry import DEFAULT_RETRY, RetryPolicy
 from agent_threads.errors import (
     ConflictError,
     MessageNotFoundError,
@@ -334,16 +334,30 @@ class AgentThread(ABC):
         self._data = read_thread_data(stored, self.data_schema)
         self._record = stored
 
-    async def _write_with_retry(self, write: Callable[[], Awaitable[None]]) -> None:
-        """Run `write` (which calls `publish`), refreshing and retrying on a lost race."""
-        for attempt in range(WRITE_ATTEMPTS):
+    def retry_policy(self, deadline: float | None = None) -> RetryPolicy:
+        """How this handle's writes retry: the store's policy, or one with `deadline` seconds."""
+        return DEFAULT_RETRY if deadline is None else RetryPolicy(deadline=deadline)
+
+    async def _write_with_retry(
+        self,
+        write: Callable[[], Awaitable[None]],
+        what: str = "it was written",
+        deadline: float | None = None,
+    ) -> None:
+        """Run `write` (which calls `publish`), re-reading and retrying on a lost race.
+
+        Raises:
+            ConflictError: other writers kept winning until the deadline.
+        """
+        backoff = self.retry_policy(deadline).start()
+        while True:
             try:
                 await write()
                 return
             except ConflictError:
-                if attempt == WRITE_ATTEMPTS - 1:
-                    raise
                 await self.reread_after_lost_write()
+                if not await backoff.wait():
+                    raise backoff.exhausted(self.id, what) from None
 
     async def refresh(self) -> None:
         """Re-read the thread from the store, picking up other handles' writes.
@@ -400,8 +414,13 @@ class AgentThread(ABC):
         title: str | None = None,
         tags: Iterable[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        deadline: float | None = None,
     ) -> None:
-        """Change the title, replace the tags, or replace the metadata (None: unchanged)."""
+        """Change the title, replace the tags, or replace the metadata (None: unchanged).
+
+        Retries like an append while other writers win, for up to `deadline` seconds
+        (default: the store's retry policy).
+        """
         clean_tags = None if tags is None else _clean_tags(tags)
         new_metadata = None if metadata is None else clean_metadata(metadata)
 
@@ -414,13 +433,19 @@ class AgentThread(ABC):
             await self.publish(data, tags=clean_tags)
 
         async with self._lock:
-            await self._write_with_retry(write)
+            await self._write_with_retry(write, "it was updated", deadline)
 
-    async def update_state(self, patch: Mapping[str, Any]) -> ImmutableState:
+    async def update_state(
+        self, patch: Mapping[str, Any], *, deadline: float | None = None
+    ) -> ImmutableState:
         """Apply a JSON merge patch to the state and store it; returns the new state.
 
         If another handle changed the thread meanwhile, the patch is applied to its
-        newer state (a merge patch composes), so no update is lost.
+        newer state (a merge patch composes), so no update is lost; it retries for up to
+        `deadline` seconds (default: the store's retry policy).
+
+        Raises:
+            ConflictError: other writers kept winning until the deadline.
         """
 
         async def write() -> None:
@@ -430,7 +455,7 @@ class AgentThread(ABC):
             self._state = new_state
 
         async with self._lock:
-            await self._write_with_retry(write)
+            await self._write_with_retry(write, "its state was updated", deadline)
             return self._state
 
     async def _store_state(self, state: ImmutableState) -> str | None:
@@ -525,8 +550,8 @@ class AgentThread(ABC):
 
         Raises:
             InvalidIdError: the label is empty, over 128 characters or has control characters.
-            ConflictError: other writers kept moving the thread (16 attempts), or this is
-                an unsaved copy whose id another thread took.
+            ConflictError: other writers kept moving the thread until the store's retry
+                deadline, or this is an unsaved copy whose id another thread took.
         """
         async with self._lock:
             return await save_checkpoint(self, label=label, metadata=metadata)

@@ -12,6 +12,7 @@ from agent_threads.core import pieces
 from agent_threads.core.ids import new_id
 from agent_threads.core.pieces import OpenSegment, Range, Ranges
 from agent_threads.core.records import THREAD_KIND, RangeJson, ThreadData, ThreadStats, put_new
+from agent_threads.core.retry import Backoff
 from agent_threads.errors import (
     ConflictError,
     DuplicateMessageError,
@@ -33,6 +34,7 @@ from agent_threads.timetravel.history import (
     started_history,
     store_history,
 )
+from agent_threads.views.answers import UnansweredToolCalls
 from agent_threads.views.context import ContextView, TokenCounter, ViewCache
 
 
@@ -297,15 +299,26 @@ class ChatMessageThread(AgentThread):
         max_messages: int | None = None,
         keep_first: int = 0,
         counter: TokenCounter | None = None,
+        unanswered_tool_calls: UnansweredToolCalls = "interrupt",
     ) -> ContextView:
         """The messages a model should see: the first `keep_first`, then the newest that fit.
 
-        A tool call and its results are kept or dropped together; a summary appended by
-        `condense` stands for its range. The view is cached: after appends, bringing it up
-        to date costs O(new messages). Counts use `counter` (default: an approximation).
+        A tool call and its results are kept or dropped together, the results right after
+        their call; a summary appended by `condense` stands for its range. The view is
+        cached: after appends, bringing it up to date costs O(new messages). Counts use
+        `counter` (default: an approximation).
+
+        A call the thread holds no result for (a process stopped between the call and its
+        result, or the newest message's tools are still running) gets, by
+        `unanswered_tool_calls`: "interrupt" a synthetic tool result (`is_error=True`,
+        "interrupted: no result was recorded for this call") right after it, counted in
+        the budgets; "drop" the call left out (and its message, if nothing else remains);
+        "error" `UnansweredToolCallError`. Nothing is written: once the real result is
+        appended, the next view shows it instead.
 
         Raises:
             ContextOverflowError: the kept-first messages and the newest group do not fit.
+            UnansweredToolCallError: "error", and the view would hold a call without result.
         """
         return await self._view_cache().view(
             self,
@@ -313,6 +326,7 @@ class ChatMessageThread(AgentThread):
             max_messages=max_messages,
             keep_first=keep_first,
             counter=counter,
+            unanswered_tool_calls=unanswered_tool_calls,
         )
 
     async def condense(
@@ -341,29 +355,34 @@ class ChatMessageThread(AgentThread):
 
     # -- appending ----------------------------------------------------------------
 
-    async def on_new_messages(self, messages: Iterable[Message], *, retries: int = 1) -> None:
+    async def on_new_messages(
+        self, messages: Iterable[Message], *, deadline: float | None = None
+    ) -> None:
         """Append messages, all or nothing, as one store write.
 
-        If another handle appended at the same head first, this handle re-reads the
-        thread and appends after it, up to `retries` times.
+        If another handle appended first, this handle re-reads the thread and appends
+        after it, waiting a little longer before each new try (see `RetryPolicy`), for up
+        to `deadline` seconds (default: the store's `retry` policy, 30 s). Each writer's
+        messages keep their order.
 
         With `auto_checkpoint`, the checkpoint follows the append: if it fails, the
         messages are in the thread and the error is the checkpoint's.
 
         Raises:
-            ConflictError: other writers kept winning for more than `retries` attempts.
+            ConflictError: other writers kept winning until the deadline.
             DuplicateMessageError: a message id is already in the thread or the batch.
         """
         batch = _as_messages(messages, self.id)
         if not batch:
             return
         rows = _rows(batch)
+        policy = self.retry_policy(deadline)
         async with self._lock:
-            await self._append(batch, rows, retries)
+            await self._append(batch, rows, policy.start())
             if self.auto_checkpoint:  # after the append: a crash in between loses a point only
-                await save_checkpoint(self, reason="auto")
+                await save_checkpoint(self, reason="auto", backoff=policy.start())
 
-    async def _append(self, batch: list[Message], rows: list[Row], retries: int) -> None:
+    async def _append(self, batch: list[Message], rows: list[Row], backoff: Backoff) -> None:
         force_new = False
         while True:
             await self._check_absent(batch)
@@ -375,23 +394,20 @@ class ChatMessageThread(AgentThread):
                 await self.refresh_unlocked()
                 force_new = self._record.version == seen  # unchanged: rows a crash left behind
                 if not force_new:
-                    retries = self._spend_retry(retries)
+                    await self._back_off(backoff)
                 continue
-            if await self._publish_append(plan, batch):
+            if await self._publish_append(plan, batch, backoff):
                 return
-            retries = self._spend_retry(retries)
+            await self._back_off(backoff)
             force_new = False
 
-    def _spend_retry(self, retries: int) -> int:
-        if retries <= 0:
-            raise ConflictError(
-                f"thread {self.id!r}",
-                detail="another writer appended at the same time; the thread was refreshed,"
-                " append again (or pass a larger retries=)",
-            )
-        return retries - 1
+    async def _back_off(self, backoff: Backoff) -> None:
+        if not await backoff.wait():
+            raise backoff.exhausted(self.id, "these messages were appended")
 
-    async def _publish_append(self, plan: _AppendPlan, batch: list[Message]) -> bool:
+    async def _publish_append(
+        self, plan: _AppendPlan, batch: list[Message], backoff: Backoff
+    ) -> bool:
         """Publish the plan's ranges; False if another writer moved the thread meanwhile."""
         while True:
             base_ranges, base_open = self._ranges, self._open_segment
@@ -402,8 +418,8 @@ class ChatMessageThread(AgentThread):
             except ConflictError:
                 await self.reread_after_lost_write()
                 if (self._ranges, self._open_segment) != (base_ranges, base_open):
-                    return False  # the log moved: our rows are orphans, plan again
-                continue  # only metadata or state changed: our rows still fit
+                    return False  # the content moved: our rows are orphans, plan again
+                await self._back_off(backoff)  # only metadata or state changed: rows still fit
             self._cache.put(plan.segment_id, plan.start, plan.messages)
             self._on_bind()
             return True

@@ -30,11 +30,11 @@ from agent_threads.core.pieces import Range, Ranges
 from agent_threads.core.records import (
     SCHEMA_VERSION,
     THREAD_KIND,
-    WRITE_ATTEMPTS,
     ThreadData,
     clean_metadata,
     read_thread_data,
 )
+from agent_threads.core.retry import Backoff
 from agent_threads.errors import (
     CheckpointNotFoundError,
     ConflictError,
@@ -124,6 +124,7 @@ async def append_to_log(
     build: Callable[[], Awaitable[tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]]],
     *,
     keep_on_change: bool,
+    backoff: Backoff | None = None,
 ) -> tuple[Checkpoint, ImmutableState]:
     """Append a checkpoint to the thread's log and publish it, with `data`, in one CAS.
 
@@ -133,11 +134,16 @@ async def append_to_log(
     valid when only other parts of the thread moved (it records what this handle saw),
     so only the record write is retried. The same rules as message appends: rows first,
     then the record; a position already taken (another writer, or rows a crash left
-    unpublished) sends the write to a new log segment. Caller holds the thread's lock.
+    unpublished) sends the write to a new log segment. Lost races are retried with
+    `backoff` (default: the thread's retry policy). Caller holds the thread's lock.
     Returns the checkpoint published and its state.
+
+    Raises:
+        ConflictError: other writers kept winning until the deadline.
     """
+    backoff = thread.retry_policy().start() if backoff is None else backoff
     force_new = False
-    for _ in range(WRITE_ATTEMPTS):
+    while True:
         checkpoint, state, data = await build()
         logs = log_ranges(thread.record_data)
         legacy = await _legacy_checkpoints(thread) if _is_legacy(thread.record_data) else []
@@ -148,6 +154,8 @@ async def append_to_log(
         except ConflictError:
             await thread.refresh_unlocked()
             force_new = log_ranges(thread.record_data) == logs  # unchanged: rows nobody published
+            if not force_new:
+                await _back_off(thread, backoff)
             continue
         published: dict[str, JsonValue] = {
             **data,
@@ -155,15 +163,17 @@ async def append_to_log(
             "schema_version": SCHEMA_VERSION,
         }
         keep = (checkpoint, state) if keep_on_change else None
-        if await _publish_log(thread, logs, published, keep=keep):
+        if await _publish_log(thread, logs, published, keep=keep, backoff=backoff):
             for old in legacy:
                 await thread.store.delete_record(CHECKPOINT_KIND, old.id)
             return checkpoint, state
         force_new = log_ranges(thread.record_data) == logs  # our rows sit there, unpublished
-    raise ConflictError(
-        f"thread {thread.id!r}",
-        detail="other writers kept changing the thread while a checkpoint was saved; try again",
-    )
+        await _back_off(thread, backoff)
+
+
+async def _back_off(thread: CheckpointedThread, backoff: Backoff) -> None:
+    if not await backoff.wait():
+        raise backoff.exhausted(thread.id, "a checkpoint was saved")
 
 
 async def _plan(
@@ -201,6 +211,7 @@ async def _publish_log(
     data: dict[str, JsonValue],
     *,
     keep: tuple[Checkpoint, ImmutableState] | None,
+    backoff: Backoff,
 ) -> bool:
     """Publish the record data; False (the handle re-read) if the thread moved first.
 
@@ -212,7 +223,7 @@ async def _publish_log(
     reads (another writer copied its newest ranges into one segment), vacuum may have
     freed it, and the checkpoint is made again from the re-read handle.
     """
-    for _ in range(WRITE_ATTEMPTS):
+    while True:
         try:
             await thread.publish(data)
             return True
@@ -226,7 +237,7 @@ async def _publish_log(
                 return False
             if checkpoint.state_digest not in (None, thread.state_digest):
                 await thread.store.put_blob(state.to_json_bytes())
-    return False
+            await _back_off(thread, backoff)
 
 
 # -- recording and finding ------------------------------------------------------------
@@ -266,6 +277,7 @@ async def save_checkpoint(
     label: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     reason: CheckpointReason = "manual",
+    backoff: Backoff | None = None,
 ) -> Checkpoint:
     """Record the thread as this handle sees it; O(number of ranges). Caller holds its lock.
 
@@ -278,7 +290,7 @@ async def save_checkpoint(
     async def build() -> tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]:
         return await current_checkpoint(thread, label, cleaned, reason), thread.state, {}
 
-    checkpoint, state = await append_to_log(thread, build, keep_on_change=True)
+    checkpoint, state = await append_to_log(thread, build, keep_on_change=True, backoff=backoff)
     thread.remember(checkpoint, state)  # the state it records: the handle's may be newer now
     return checkpoint
 

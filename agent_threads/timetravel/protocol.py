@@ -14,6 +14,7 @@ from pydantic import JsonValue
 
 from agent_threads.core.pieces import Ranges
 from agent_threads.core.records import ThreadData, ThreadStats
+from agent_threads.core.retry import RetryPolicy
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, ThreadStore
@@ -67,6 +68,9 @@ class CheckpointedThread(Protocol):
     @property
     def state_digest(self) -> str | None:
         """The content address of `state` as recorded (None: the empty state)."""
+
+    def retry_policy(self, deadline: float | None = None) -> RetryPolicy:
+        """How the thread's writes retry lost races (with `deadline` seconds, if given)."""
 
     def content_ranges(self) -> Ranges:
         """The thread's piece table (what a checkpoint records)."""

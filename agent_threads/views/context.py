@@ -3,8 +3,11 @@
 A view holds the thread's first `keep_first` messages as written, then the newest
 messages that fit the budget. A tool call and its results are kept or dropped together,
 and a view never begins (after the kept-first messages) with a tool result whose call it
-lacks. A summary appended by `condense` stands for its range, at the range's position;
-the summarized messages stay in the thread, only views leave them out.
+lacks. The results of a message's calls follow it at once, and a call the thread holds no
+result for (a process stopped between the call and its result) gets what the
+`unanswered_tool_calls` policy says: a synthetic "interrupted" result by default (see
+`views.answers`). A summary appended by `condense` stands for its range, at the range's
+position; the summarized messages stay in the thread, only views leave them out.
 
 Each thread handle keeps a `ViewCache`: the condensed sequence of its messages and a
 watermark (the ranges it has read). Bringing a view up to date after appends costs
@@ -38,8 +41,9 @@ from agent_threads.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from agent_threads.views.answers import UnansweredToolCalls, check_policy
 from agent_threads.views.condensed import Condensed, NeedsRebuild
-from agent_threads.views.tail import TailSource, tail_select
+from agent_threads.views.tail import tail_select
 from agent_threads.views.window import Limits, Prefix, Selection, select
 
 if TYPE_CHECKING:
@@ -224,6 +228,7 @@ def build_view(
     max_messages: int | None = None,
     keep_first: int = 0,
     counter: TokenCounter | None = None,
+    unanswered_tool_calls: UnansweredToolCalls = "interrupt",
 ) -> ContextView:
     """A view of a plain list of messages, built from scratch in O(n log n).
 
@@ -231,13 +236,16 @@ def build_view(
 
     Raises:
         ContextOverflowError: the kept-first messages and the newest group do not fit.
-        ValueError: a limit is negative, or two messages share an id.
+        UnansweredToolCallError: policy "error" and the view would hold a call without
+            its result.
+        ValueError: a limit is negative, two messages share an id, or the policy is unknown.
     """
     limits = _limits(max_tokens, max_messages, keep_first)
+    mode = check_policy(unanswered_tool_calls)
     condensed = Condensed.build(list(messages))
     prefix = Prefix(limits.keep_first)
     prefix.advance(condensed.raw)
-    return _wrap(select(condensed, prefix, limits, _counter(counter), thread_id=None))
+    return _wrap(select(condensed, prefix, limits, _counter(counter), mode=mode, thread_id=None))
 
 
 # -- the cache a thread keeps ----------------------------------------------------------------
@@ -254,7 +262,9 @@ class ViewSource(Protocol):
 
     async def get_messages(self, start: int = 0, end: int | None = None) -> list[Message]: ...
 
-    async def on_new_messages(self, messages: Iterable[Message], *, retries: int = 1) -> None: ...
+    async def on_new_messages(
+        self, messages: Iterable[Message], *, deadline: float | None = None
+    ) -> None: ...
 
     @property
     def head(self) -> int: ...
@@ -295,13 +305,15 @@ class ViewCache:
         max_messages: int | None = None,
         keep_first: int = 0,
         counter: TokenCounter | None = None,
+        unanswered_tool_calls: UnansweredToolCalls = "interrupt",
     ) -> ContextView:
         """The thread's view under these limits (see `ChatMessageThread.view`)."""
         limits = _limits(max_tokens, max_messages, keep_first)
         chosen = _counter(counter)
+        mode = check_policy(unanswered_tool_calls)
         async with self._lock:
             if self._condensed is None and thread.is_lazy:
-                selection = await self._tail(thread, limits, chosen)
+                selection = await self._tail(thread, limits, chosen, mode)
                 if selection is not None:
                     return _wrap(selection)
             condensed = await self._update(thread)
@@ -309,15 +321,21 @@ class ViewCache:
             if prefix is None:
                 prefix = self._prefixes[limits.keep_first] = Prefix(limits.keep_first)
             prefix.advance(condensed.raw)
-            return _wrap(select(condensed, prefix, limits, chosen, thread_id=thread.id))
+            return _wrap(select(condensed, prefix, limits, chosen, mode=mode, thread_id=thread.id))
 
     async def _tail(
-        self, thread: TailSource, limits: Limits, counter: TokenCounter
+        self,
+        thread: ViewSource,
+        limits: Limits,
+        counter: TokenCounter,
+        mode: UnansweredToolCalls,
     ) -> Selection | None:
         """A lazy handle's view, read from the newest message back (None: read it all)."""
         if len(self._memo) > _MEMO_LIMIT:
             self._memo = {}
-        return await tail_select(thread, limits, counter, self._memo)
+        return await tail_select(
+            thread, limits, counter, self._memo, mode=mode, thread_id=thread.id
+        )
 
     async def condense(
         self,

@@ -57,9 +57,6 @@ OPENERS: dict[str, Callable[[str], ThreadStore]] = {
     "postgres": postgres_store,
 }
 
-RETRIES = 2_000
-"""Appends lose at most one race per message the other writer appends (500 each here)."""
-
 
 def open_store(spec: str) -> ThreadStore:
     """The store a `<kind>:<location>` spec names (not opened yet)."""
@@ -126,7 +123,7 @@ async def append(store: ThreadStore, args: list[str]) -> Any:
     thread = await ChatMessageThread.load(thread_id, store=store)
     forks: dict[str, list[str]] = {}
     for i in range(count):
-        await thread.on_new_messages([Message.user(f"{tag} {i}")], retries=RETRIES)
+        await thread.on_new_messages([Message.user(f"{tag} {i}")])  # default retry policy
         if fork_every and (i + 1) % fork_every == 0:
             fork = await thread.fork()
             forks[fork.id] = [m.text for m in fork.messages]

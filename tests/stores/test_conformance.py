@@ -218,7 +218,7 @@ async def test_two_clients_appending_to_one_thread_lose_nothing(
 
         async def write(handle: ChatMessageThread, tag: str) -> None:
             for i in range(20):
-                await handle.on_new_messages([Message.user(f"{tag}{i}")], retries=100)
+                await handle.on_new_messages([Message.user(f"{tag}{i}")])
 
         async with anyio.create_task_group() as group:
             group.start_soon(write, thread, "a")
@@ -352,7 +352,7 @@ async def test_second_handle_collision_is_detected_then_retried(store: ThreadSto
     second = await ChatMessageThread.load(first.id, store=store)
     await first.on_new_messages([Message.user("from first")])
     with pytest.raises(ConflictError, match=first.id):
-        await second.on_new_messages([Message.user("lost")], retries=0)
+        await second.on_new_messages([Message.user("lost")], deadline=0)
     await second.on_new_messages([Message.user("from second")])
     assert texts(second.messages) == ["a", "from first", "from second"]
     await first.refresh()
