@@ -20,6 +20,7 @@ from agent_threads.errors import (
     SchemaVersionError,
     StateConflictError,
     StoreCorruptedError,
+    StoreUnavailableError,
     SubThreadNotFoundError,
     ThreadNotFoundError,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "StepStatus",
     "StepTask",
     "StoreCorruptedError",
+    "StoreUnavailableError",
     "SubThreadCut",
     "SubThreadNotFoundError",
     "SummaryPart",

@@ -8,7 +8,8 @@ AgentThreadsError
 ├── ReadOnlyError                                                        (+ TypeError)
 ├── NotLoadedError                                                       (+ RuntimeError)
 ├── ContextOverflowError
-└── StoreCorruptedError, SchemaVersionError
+├── StoreCorruptedError, SchemaVersionError
+└── StoreUnavailableError
 
 Every error names what is at fault (thread, message, checkpoint, key, file) both in its
 message and as an attribute, so callers can react without parsing text.
@@ -121,6 +122,21 @@ class StoreCorruptedError(AgentThreadsError):
     def __init__(self, where: str, *, detail: str) -> None:
         self.where = where
         super().__init__(f"store data corrupted at {where}: {detail}")
+
+
+class StoreUnavailableError(AgentThreadsError):
+    """The store could not be reached: a connection refused, lost or timed out, a busy lock.
+
+    Names the store (its location, never a password) and the operation; the driver's
+    error is the `__cause__`. A write cut short may or may not have taken effect (its
+    reply, not its work, may be what was lost): re-read before trying again. The store
+    reconnects on its next call.
+    """
+
+    def __init__(self, store: str, *, operation: str, detail: str) -> None:
+        self.store = store
+        self.operation = operation
+        super().__init__(f"{store} is unavailable during {operation}: {detail}")
 
 
 class SchemaVersionError(AgentThreadsError):
