@@ -10,7 +10,8 @@ A store is small and dumb. It keeps three things:
 - **blobs**: content-addressed bytes keyed by their SHA-256 hex digest.
 
 Everything about threads (ranges, fork, rollback, views) lives above the store, once.
-Every store passes `tests/stores/test_conformance.py`.
+Every store passes `tests/stores/test_conformance.py`. Every store is a `StoreBase`,
+which checks each operation's arguments, once for all of them.
 
 Garbage: a record keeps segments and blobs alive through three keys of its `data`:
 `"ranges"` (a list of `[segment_id, start, end]`), `"blobs"` (a list of digests) and
@@ -30,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import NamedTuple, Protocol, Self, cast, runtime_checkable
+from typing import NamedTuple, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -186,13 +187,16 @@ class ThreadStore(Protocol):
 
 
 class StoreBase(ABC):
-    """What every store shares: `async with` closes it, `vacuum()` collects garbage.
+    """What every store shares: argument checks, `async with`, `vacuum()`.
 
-    Subclass it and implement the rest of `ThreadStore`; override `__aenter__` to
-    connect and `vacuum` to add store-specific cleanup.
+    Each `ThreadStore` operation checks its arguments here, once for every store (ids,
+    digests, positions, row batches: `InvalidIdError` or `ValueError` before any I/O),
+    then calls the store's primitive `_do_<operation>`, which may take its arguments as
+    valid. So a store's module holds only what differs: its primitives.
     """
 
     async def __aenter__(self) -> Self:
+        await self._do_open()
         return self
 
     async def __aexit__(
@@ -203,13 +207,138 @@ class StoreBase(ABC):
     ) -> None:
         await self.aclose()
 
-    @abstractmethod
     async def aclose(self) -> None:
         """Release connections and files. Idempotent."""
+        await self._do_close()
+
+    async def get_record(self, kind: str, record_id: str) -> Record | None:
+        _validate_key(kind, record_id)
+        return await self._do_get_record(kind, record_id)
+
+    async def put_record(self, record: Record, *, expected_version: int) -> Record:
+        validate_record(record)
+        return await self._do_put_record(record, expected_version=expected_version)
+
+    async def delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None = None
+    ) -> bool:
+        _validate_key(kind, record_id)
+        return await self._do_delete_record(kind, record_id, expected_version=expected_version)
+
+    async def list_records(
+        self,
+        kind: str | None = None,
+        *,
+        tags: Collection[str] = (),
+        owner: str | None = None,
+    ) -> list[Record]:
+        wanted = validate_listing(kind, tags)
+        if owner is not None:
+            validate_id(owner, what="record owner")
+        return await self._do_list_records(kind, tags=wanted, owner=owner)
+
+    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        validate_rows(segment_id, start, rows)
+        await self._do_append_rows(segment_id, start, rows)
+
+    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        validate_id(segment_id, what="segment id")
+        check_span(segment_id, start, end)
+        return await self._do_read_rows(segment_id, start, end)
+
+    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        validate_id(message_id, what="message id")
+        return await self._do_locate_message(message_id)
+
+    async def list_segments(self) -> dict[str, float]:
+        return await self._do_list_segments()
+
+    async def delete_segments(self, segment_ids: Collection[str]) -> None:
+        ids = [validate_id(s, what="segment id") for s in segment_ids]
+        if ids:
+            await self._do_delete_segments(ids)
+
+    async def put_blob(self, data: bytes) -> str:
+        digest = digest_of(data)
+        await self._do_put_blob(digest, data)
+        return digest
+
+    async def get_blob(self, digest: str) -> bytes | None:
+        validate_digest(digest)
+        return await self._do_get_blob(digest)
+
+    async def list_blobs(self) -> dict[str, float]:
+        return await self._do_list_blobs()
+
+    async def delete_blobs(self, digests: Collection[str]) -> None:
+        checked = [validate_digest(d) for d in digests]
+        if checked:
+            await self._do_delete_blobs(checked)
 
     async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
         """Delete segments and blobs no record references, older than `grace` seconds."""
-        return await collect_garbage(cast(ThreadStore, self), grace=grace)
+        return await self._do_vacuum(grace=grace)
+
+    # -- the primitives: arguments are valid, lists of ids are not empty -------------------
+
+    async def _do_open(self) -> None:
+        """Connect (`async with`); a store without connections keeps this."""
+        return None
+
+    @abstractmethod
+    async def _do_close(self) -> None: ...
+
+    @abstractmethod
+    async def _do_get_record(self, kind: str, record_id: str) -> Record | None: ...
+
+    @abstractmethod
+    async def _do_put_record(self, record: Record, *, expected_version: int) -> Record: ...
+
+    @abstractmethod
+    async def _do_delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None
+    ) -> bool: ...
+
+    @abstractmethod
+    async def _do_list_records(
+        self, kind: str | None, *, tags: set[str], owner: str | None
+    ) -> list[Record]: ...
+
+    @abstractmethod
+    async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None: ...
+
+    @abstractmethod
+    async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]: ...
+
+    @abstractmethod
+    async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]: ...
+
+    @abstractmethod
+    async def _do_list_segments(self) -> dict[str, float]: ...
+
+    @abstractmethod
+    async def _do_delete_segments(self, segment_ids: list[str]) -> None: ...
+
+    @abstractmethod
+    async def _do_put_blob(self, digest: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    async def _do_get_blob(self, digest: str) -> bytes | None: ...
+
+    @abstractmethod
+    async def _do_list_blobs(self) -> dict[str, float]: ...
+
+    @abstractmethod
+    async def _do_delete_blobs(self, digests: list[str]) -> None: ...
+
+    async def _do_vacuum(self, *, grace: float) -> VacuumReport:
+        """Collect garbage through the public operations; a store may add its own cleanup."""
+        return await collect_garbage(self, grace=grace)
+
+
+def _validate_key(kind: str, record_id: str) -> None:
+    validate_id(kind, what="record kind")
+    validate_id(record_id, what=f"{kind} id")
 
 
 def digest_of(data: bytes) -> str:

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import TypeVar
 
 import anyio
 import anyio.to_thread
@@ -20,17 +20,11 @@ from agent_threads.core.ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores import _files, _jsonl
 from agent_threads.stores.base import (
-    DEFAULT_VACUUM_GRACE,
     Record,
     Row,
     StoreBase,
     VacuumReport,
-    check_span,
-    collect_garbage,
     digest_of,
-    validate_listing,
-    validate_record,
-    validate_rows,
     version_conflict,
 )
 
@@ -223,13 +217,12 @@ class JsonFileStore(StoreBase):
     def __repr__(self) -> str:
         return f"JsonFileStore({str(self._root)!r})"
 
-    async def __aenter__(self) -> Self:
+    async def _do_open(self) -> None:
         async with self._lock:
             if self._lock_fd is None:
                 self._lock_fd = await anyio.to_thread.run_sync(self._open_sync)
-        return self
 
-    async def aclose(self) -> None:
+    async def _do_close(self) -> None:
         async with self._lock:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
@@ -278,28 +271,25 @@ class JsonFileStore(StoreBase):
             fd = self._lock_file()
             return await anyio.to_thread.run_sync(self._with_file_lock, fd, work)
 
-    # -- paths (every id is validated before it reaches one) ---------------------------
+    # -- paths (StoreBase validated every id before it reaches one) ----------------------
 
     def _record_path(self, kind: str, record_id: str) -> Path:
-        validate_id(kind, what="record kind")
-        validate_id(record_id, what=f"{kind} id")
         return self._root / "records" / kind / f"{record_id}.json"
 
     def _segment_path(self, segment_id: str) -> Path:
-        return self._root / "segments" / f"{validate_id(segment_id, what='segment id')}.jsonl"
+        return self._root / "segments" / f"{segment_id}.jsonl"
 
     def _blob_path(self, digest: str) -> Path:
-        return self._root / "blobs" / validate_digest(digest)
+        return self._root / "blobs" / digest
 
     # -- records --------------------------------------------------------------------
 
-    async def get_record(self, kind: str, record_id: str) -> Record | None:
+    async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
         path = self._record_path(kind, record_id)
         raw = await self._read(lambda: _files.read_bytes(path))
         return None if raw is None else _parse_record(path, raw, kind, record_id)
 
-    async def put_record(self, record: Record, *, expected_version: int) -> Record:
-        validate_record(record)
+    async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
         path = self._record_path(record.kind, record.id)
 
         def put() -> Record:
@@ -318,8 +308,8 @@ class JsonFileStore(StoreBase):
         raw = _files.read_bytes(path)
         return 0 if raw is None else _parse_record(path, raw, kind, record_id).version
 
-    async def delete_record(
-        self, kind: str, record_id: str, *, expected_version: int | None = None
+    async def _do_delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None
     ) -> bool:
         path = self._record_path(kind, record_id)
 
@@ -335,16 +325,11 @@ class JsonFileStore(StoreBase):
 
         return await self._write(delete)
 
-    async def list_records(
-        self,
-        kind: str | None = None,
-        *,
-        tags: Collection[str] = (),
-        owner: str | None = None,
+    async def _do_list_records(
+        self, kind: str | None, *, tags: set[str], owner: str | None
     ) -> list[Record]:
-        wanted = validate_listing(kind, tags)
         records = await self._read(lambda: self._read_records(kind))
-        return [r for r in records if (owner is None or r.owner == owner) and wanted <= set(r.tags)]
+        return [r for r in records if (owner is None or r.owner == owner) and tags <= set(r.tags)]
 
     def _read_records(self, kind: str | None) -> list[Record]:
         kinds = [kind] if kind is not None else sorted(self._record_kinds())
@@ -367,8 +352,7 @@ class JsonFileStore(StoreBase):
 
     # -- segments -------------------------------------------------------------------
 
-    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
-        validate_rows(segment_id, start, rows)
+    async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         path = self._segment_path(segment_id)
         lines = [_jsonl.encode(start + i, row) for i, row in enumerate(rows)]
         await self._write(lambda: self._append_lines(path, segment_id, start, lines))
@@ -398,9 +382,7 @@ class JsonFileStore(StoreBase):
         if created:
             _files.fsync_dir(path.parent)
 
-    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        validate_id(segment_id, what="segment id")
-        check_span(segment_id, start, end)
+    async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         path = self._segment_path(segment_id)
         found = await self._read(lambda: self._read_lines(path, start, end))
         if len(found) != max(0, end - start):
@@ -424,22 +406,20 @@ class JsonFileStore(StoreBase):
         except FileNotFoundError:
             return []
 
-    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
-        validate_id(message_id, what="message id")
+    async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
         return await self._read(lambda: self._index.locate(message_id))
 
-    async def list_segments(self) -> dict[str, float]:
+    async def _do_list_segments(self) -> dict[str, float]:
         return await self._read(lambda: self._times(self._root / "segments", ".jsonl"))
 
     @staticmethod
     def _times(directory: Path, suffix: str) -> dict[str, float]:
         return {name: stat.st_mtime for name, stat in _stats(_entries(directory, suffix)).items()}
 
-    async def delete_segments(self, segment_ids: Collection[str]) -> None:
-        ids = list(segment_ids)
-        paths = [self._segment_path(s) for s in ids]
+    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
+        paths = [self._segment_path(s) for s in segment_ids]
         await self._write(lambda: self._unlink_all(paths))
-        self._index.forget(ids)
+        self._index.forget(segment_ids)
 
     @staticmethod
     def _unlink_all(paths: Sequence[Path]) -> None:
@@ -450,8 +430,7 @@ class JsonFileStore(StoreBase):
 
     # -- blobs ----------------------------------------------------------------------
 
-    async def put_blob(self, data: bytes) -> str:
-        digest = digest_of(data)
+    async def _do_put_blob(self, digest: str, data: bytes) -> None:
         path = self._blob_path(digest)
 
         def put() -> None:
@@ -463,28 +442,27 @@ class JsonFileStore(StoreBase):
                 os.utime(path, (now, now))
 
         await self._write(put)
-        return digest
 
-    async def get_blob(self, digest: str) -> bytes | None:
+    async def _do_get_blob(self, digest: str) -> bytes | None:
         path = self._blob_path(digest)
         raw = await self._read(lambda: _files.read_bytes(path))
         if raw is not None and digest_of(raw) != digest:
             raise StoreCorruptedError(str(path), detail="content does not match its digest")
         return raw
 
-    async def list_blobs(self) -> dict[str, float]:
+    async def _do_list_blobs(self) -> dict[str, float]:
         times = await self._read(lambda: self._times(self._root / "blobs", ""))
         return {name: t for name, t in times.items() if _is_digest(name)}
 
-    async def delete_blobs(self, digests: Collection[str]) -> None:
+    async def _do_delete_blobs(self, digests: list[str]) -> None:
         paths = [self._blob_path(d) for d in digests]
         await self._write(lambda: self._unlink_all(paths))
 
     # -- garbage ----------------------------------------------------------------------
 
-    async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
+    async def _do_vacuum(self, *, grace: float) -> VacuumReport:
         """Delete unreferenced segments and blobs, and temporary files a crash left."""
-        report = await collect_garbage(self, grace=grace)
+        report = await super()._do_vacuum(grace=grace)
         cutoff = time.time() - grace
         await self._write(lambda: self._remove_temporaries(cutoff))
         return report

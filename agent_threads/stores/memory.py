@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
-from agent_threads.core.ids import validate_id
 from agent_threads.errors import ConflictError
-from agent_threads.stores.base import (
-    Record,
-    Row,
-    StoreBase,
-    check_read,
-    check_span,
-    digest_of,
-    validate_digest,
-    validate_listing,
-    validate_record,
-    validate_rows,
-    version_conflict,
-)
+from agent_threads.stores.base import Record, Row, StoreBase, check_read, version_conflict
 
 
 class _Segment:
@@ -45,7 +32,7 @@ class MemoryStore(StoreBase):
         self._blobs: dict[str, tuple[bytes, float]] = {}
         self._closed = False
 
-    async def aclose(self) -> None:
+    async def _do_close(self) -> None:
         self._closed = True
 
     @property
@@ -53,14 +40,11 @@ class MemoryStore(StoreBase):
         """Whether `aclose()` was called (a MemoryStore keeps working after it)."""
         return self._closed
 
-    async def get_record(self, kind: str, record_id: str) -> Record | None:
-        validate_id(kind, what="record kind")
-        validate_id(record_id, what=f"{kind} id")
+    async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
         text = self._records.get((kind, record_id))
         return None if text is None else Record.model_validate_json(text)
 
-    async def put_record(self, record: Record, *, expected_version: int) -> Record:
-        validate_record(record)
+    async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
         key = (record.kind, record.id)
         current = self._records.get(key)
         stored_version = 0 if current is None else Record.model_validate_json(current).version
@@ -70,10 +54,10 @@ class MemoryStore(StoreBase):
         self._records[key] = stored.model_dump_json()
         return stored
 
-    async def delete_record(
-        self, kind: str, record_id: str, *, expected_version: int | None = None
+    async def _do_delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None
     ) -> bool:
-        current = await self.get_record(kind, record_id)
+        current = await self._do_get_record(kind, record_id)
         if current is None:
             return False
         if expected_version is not None and current.version != expected_version:
@@ -81,14 +65,9 @@ class MemoryStore(StoreBase):
         del self._records[(kind, record_id)]
         return True
 
-    async def list_records(
-        self,
-        kind: str | None = None,
-        *,
-        tags: Collection[str] = (),
-        owner: str | None = None,
+    async def _do_list_records(
+        self, kind: str | None, *, tags: set[str], owner: str | None
     ) -> list[Record]:
-        wanted = validate_listing(kind, tags)
         found = []
         for (record_kind, _), text in sorted(self._records.items()):
             if kind is not None and record_kind != kind:
@@ -96,12 +75,11 @@ class MemoryStore(StoreBase):
             record = Record.model_validate_json(text)
             if owner is not None and record.owner != owner:
                 continue
-            if wanted <= set(record.tags):
+            if tags <= set(record.tags):
                 found.append(record)
         return found
 
-    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
-        validate_rows(segment_id, start, rows)
+    async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         segment = self._segments.get(segment_id)
         if segment is not None:
             for position in range(start, start + len(rows)):
@@ -117,9 +95,7 @@ class MemoryStore(StoreBase):
             self._by_message.setdefault(row.message_id, set()).add((segment_id, start + offset))
         segment.written_at = time.time()
 
-    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        validate_id(segment_id, what="segment id")
-        check_span(segment_id, start, end)
+    async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         segment = self._segments.get(segment_id)
         rows = segment.rows if segment is not None else {}
         if end - start > len(rows):  # more positions than rows: some are missing
@@ -127,16 +103,15 @@ class MemoryStore(StoreBase):
         found = [rows[p].data for p in range(start, end) if p in rows]
         return check_read(segment_id, start, end, found)
 
-    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
-        validate_id(message_id, what="message id")
+    async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
         return sorted(self._by_message.get(message_id, ()))
 
-    async def list_segments(self) -> dict[str, float]:
+    async def _do_list_segments(self) -> dict[str, float]:
         return {sid: seg.written_at for sid, seg in self._segments.items()}
 
-    async def delete_segments(self, segment_ids: Collection[str]) -> None:
+    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
         for segment_id in segment_ids:
-            segment = self._segments.pop(validate_id(segment_id, what="segment id"), None)
+            segment = self._segments.pop(segment_id, None)
             if segment is None:
                 continue
             for position, row in segment.rows.items():
@@ -146,18 +121,16 @@ class MemoryStore(StoreBase):
                     if not places:
                         del self._by_message[row.message_id]
 
-    async def put_blob(self, data: bytes) -> str:
-        digest = digest_of(data)
+    async def _do_put_blob(self, digest: str, data: bytes) -> None:
         self._blobs[digest] = (bytes(data), time.time())
-        return digest
 
-    async def get_blob(self, digest: str) -> bytes | None:
-        entry = self._blobs.get(validate_digest(digest))
+    async def _do_get_blob(self, digest: str) -> bytes | None:
+        entry = self._blobs.get(digest)
         return None if entry is None else entry[0]
 
-    async def list_blobs(self) -> dict[str, float]:
+    async def _do_list_blobs(self) -> dict[str, float]:
         return {digest: written for digest, (_, written) in self._blobs.items()}
 
-    async def delete_blobs(self, digests: Collection[str]) -> None:
+    async def _do_delete_blobs(self, digests: list[str]) -> None:
         for digest in digests:
-            self._blobs.pop(validate_digest(digest), None)
+            self._blobs.pop(digest, None)

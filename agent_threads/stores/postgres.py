@@ -29,9 +29,9 @@ import json
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Self, TypeAlias
+from typing import Any, TypeAlias
 
 import anyio
 from pydantic import JsonValue, ValidationError
@@ -42,7 +42,6 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("PostgresStore needs: pip install 'agent-threads[postgres]'") from exc
 
-from agent_threads.core.ids import validate_id
 from agent_threads.errors import (
     ConflictError,
     InvalidIdError,
@@ -54,12 +53,6 @@ from agent_threads.stores.base import (
     Row,
     StoreBase,
     check_read,
-    check_span,
-    digest_of,
-    validate_digest,
-    validate_listing,
-    validate_record,
-    validate_rows,
     version_conflict,
 )
 
@@ -235,11 +228,10 @@ class PostgresStore(StoreBase):
         """The schema holding this store's tables."""
         return self._schema
 
-    async def __aenter__(self) -> Self:
+    async def _do_open(self) -> None:
         await self._connection_pool()
-        return self
 
-    async def aclose(self) -> None:
+    async def _do_close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
@@ -337,9 +329,7 @@ class PostgresStore(StoreBase):
             where = f"PostgreSQL record {kind}/{record_id} in schema {self._schema!r}"
             raise StoreCorruptedError(where, detail=f"undecodable record: {exc}") from exc
 
-    async def get_record(self, kind: str, record_id: str) -> Record | None:
-        validate_id(kind, what="record kind")
-        validate_id(record_id, what=f"{kind} id")
+    async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
         async with self._connection() as connection:
             row = await connection.fetchrow(
                 f"SELECT {_RECORD_COLUMNS} FROM records WHERE kind = $1 AND id = $2",
@@ -348,8 +338,7 @@ class PostgresStore(StoreBase):
             )
         return None if row is None else self._decode_record(row)
 
-    async def put_record(self, record: Record, *, expected_version: int) -> Record:
-        validate_record(record)
+    async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
         data = _jsonb_text(record.data)
         key = (record.kind, record.id)
         async with self._connection() as connection:
@@ -372,11 +361,9 @@ class PostgresStore(StoreBase):
             raise version_conflict(record.kind, record.id, expected_version, stored or 0)
         return record.model_copy(update={"version": written})
 
-    async def delete_record(
-        self, kind: str, record_id: str, *, expected_version: int | None = None
+    async def _do_delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None
     ) -> bool:
-        validate_id(kind, what="record kind")
-        validate_id(record_id, what=f"{kind} id")
         async with self._connection() as connection:
             deleted, stored = await _fetch_pair(
                 connection, _DELETE_RECORD, kind, record_id, expected_version
@@ -385,20 +372,16 @@ class PostgresStore(StoreBase):
             raise version_conflict(kind, record_id, expected_version, stored)
         return deleted is not None
 
-    async def list_records(
-        self,
-        kind: str | None = None,
-        *,
-        tags: Collection[str] = (),
-        owner: str | None = None,
+    async def _do_list_records(
+        self, kind: str | None, *, tags: set[str], owner: str | None
     ) -> list[Record]:
         conditions = ["tags @> $1::text[]"]
-        args: list[object] = [sorted(validate_listing(kind, tags))]
+        args: list[object] = [sorted(tags)]
         if kind is not None:
             args.append(kind)
             conditions.append(f"kind = ${len(args)}")
         if owner is not None:
-            args.append(validate_id(owner, what="record owner"))
+            args.append(owner)
             conditions.append(f"owner = ${len(args)}")
         query = (  # only fixed fragments and $n placeholders: values go as parameters
             f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(conditions)}"
@@ -410,8 +393,7 @@ class PostgresStore(StoreBase):
 
     # -- segments ---------------------------------------------------------------------
 
-    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
-        validate_rows(segment_id, start, rows)
+    async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         message_ids = [row.message_id for row in rows]
         data = [row.data for row in rows]
         async with self._unflushed_transaction() as connection:
@@ -425,9 +407,7 @@ class PostgresStore(StoreBase):
                     f"segment {segment_id!r}", detail=_conflicting_position(exc, start, len(rows))
                 ) from exc
 
-    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        validate_id(segment_id, what="segment id")
-        check_span(segment_id, start, end)
+    async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         async with self._connection() as connection:
             rows = await connection.fetch(
                 "SELECT data FROM segment_rows"
@@ -438,8 +418,7 @@ class PostgresStore(StoreBase):
             )
         return check_read(segment_id, start, end, [row[0] for row in rows])
 
-    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
-        validate_id(message_id, what="message id")
+    async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
         async with self._connection() as connection:
             rows = await connection.fetch(
                 "SELECT segment_id, position FROM segment_rows WHERE message_id = $1"
@@ -448,45 +427,38 @@ class PostgresStore(StoreBase):
             )
         return [(segment_id, position) for segment_id, position in rows]
 
-    async def list_segments(self) -> dict[str, float]:
+    async def _do_list_segments(self) -> dict[str, float]:
         async with self._connection() as connection:
             rows = await connection.fetch("SELECT segment_id, written_at FROM segments")
         return {row[0]: row[1] for row in rows}
 
-    async def delete_segments(self, segment_ids: Collection[str]) -> None:
-        ids = [validate_id(s, what="segment id") for s in segment_ids]
-        if not ids:
-            return
+    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
         async with self._connection() as connection:
-            await connection.execute("DELETE FROM segments WHERE segment_id = ANY($1::text[])", ids)
+            await connection.execute(
+                "DELETE FROM segments WHERE segment_id = ANY($1::text[])", segment_ids
+            )
 
     # -- blobs ------------------------------------------------------------------------
 
-    async def put_blob(self, data: bytes) -> str:
-        digest = digest_of(data)
+    async def _do_put_blob(self, digest: str, data: bytes) -> None:
         async with self._unflushed_transaction() as connection:
             await connection.execute(_PUT_BLOB, digest, bytes(data), time.time())
-        return digest
 
-    async def get_blob(self, digest: str) -> bytes | None:
-        validate_digest(digest)
+    async def _do_get_blob(self, digest: str) -> bytes | None:
         async with self._connection() as connection:
             data: bytes | None = await connection.fetchval(
                 "SELECT data FROM blobs WHERE digest = $1", digest
             )
         return data
 
-    async def list_blobs(self) -> dict[str, float]:
+    async def _do_list_blobs(self) -> dict[str, float]:
         async with self._connection() as connection:
             rows = await connection.fetch("SELECT digest, written_at FROM blobs")
         return {row[0]: row[1] for row in rows}
 
-    async def delete_blobs(self, digests: Collection[str]) -> None:
-        checked = [validate_digest(d) for d in digests]
-        if not checked:
-            return
+    async def _do_delete_blobs(self, digests: list[str]) -> None:
         async with self._connection() as connection:
-            await connection.execute("DELETE FROM blobs WHERE digest = ANY($1::text[])", checked)
+            await connection.execute("DELETE FROM blobs WHERE digest = ANY($1::text[])", digests)
 
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore"]

@@ -38,9 +38,9 @@ or record would surface as StoreCorruptedError or a missing thread).
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import anyio
 from pydantic import ValidationError
@@ -60,12 +60,6 @@ from agent_threads.stores.base import (
     Row,
     StoreBase,
     check_read,
-    check_span,
-    digest_of,
-    validate_digest,
-    validate_listing,
-    validate_record,
-    validate_rows,
     version_conflict,
 )
 
@@ -251,12 +245,11 @@ class RedisStore(StoreBase):
     def _key(self, *parts: str) -> str:
         return self._base + ":".join(parts)
 
-    async def __aenter__(self) -> Self:
+    async def _do_open(self) -> None:
         client = await self._connection()
         await client.ping()  # fail at `async with`, not at the first write
-        return self
 
-    async def aclose(self) -> None:
+    async def _do_close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
@@ -300,17 +293,14 @@ class RedisStore(StoreBase):
         except ValidationError as exc:
             raise StoreCorruptedError(where, detail=f"undecodable record: {exc}") from exc
 
-    async def get_record(self, kind: str, record_id: str) -> Record | None:
-        validate_id(kind, what="record kind")
-        validate_id(record_id, what=f"{kind} id")
+    async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
         key = self._record_key(kind, record_id)
         client = await self._connection()
         with _foreign_keys_are_corruption(f"Redis key {key!r}"):
             doc = await client.hget(key, "doc")
         return None if doc is None else self._decode_record(doc, f"Redis key {key!r}")
 
-    async def put_record(self, record: Record, *, expected_version: int) -> Record:
-        validate_record(record)
+    async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
         stored = record.model_copy(update={"version": expected_version + 1})
         key = self._record_key(record.kind, record.id)
         args = [
@@ -327,11 +317,9 @@ class RedisStore(StoreBase):
             raise version_conflict(record.kind, record.id, expected_version, version)
         return stored
 
-    async def delete_record(
-        self, kind: str, record_id: str, *, expected_version: int | None = None
+    async def _do_delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None
     ) -> bool:
-        validate_id(kind, what="record kind")
-        validate_id(record_id, what=f"{kind} id")
         key = self._record_key(kind, record_id)
         expected = "" if expected_version is None else expected_version
         with _foreign_keys_are_corruption(f"Redis key {key!r}"):
@@ -342,16 +330,10 @@ class RedisStore(StoreBase):
             raise version_conflict(kind, record_id, expected_version, version)
         return bool(outcome)
 
-    async def list_records(
-        self,
-        kind: str | None = None,
-        *,
-        tags: Collection[str] = (),
-        owner: str | None = None,
+    async def _do_list_records(
+        self, kind: str | None, *, tags: set[str], owner: str | None
     ) -> list[Record]:
-        wanted = sorted(validate_listing(kind, tags))
-        if owner is not None:
-            validate_id(owner, what="record owner")
+        wanted = sorted(tags)
         args = [self._base, kind or "", owner or "", *wanted]
         with _foreign_keys_are_corruption(f"Redis keys {self.key_pattern!r}"):
             docs = await self._run("list_records", [], args)
@@ -362,14 +344,13 @@ class RedisStore(StoreBase):
                 continue
             if owner is not None and record.owner != owner:
                 continue
-            if set(wanted) <= set(record.tags):
+            if tags <= set(record.tags):
                 found.append(record)
         return sorted(found, key=lambda r: (r.kind, r.id))
 
     # -- segments ---------------------------------------------------------------------
 
-    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
-        validate_rows(segment_id, start, rows)
+    async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         key = self._key("segment", segment_id)
         values = [f"{row.message_id}\n{row.data}" for row in rows]
         keys = [key, self._key("segments"), self._key("messages")]
@@ -381,9 +362,7 @@ class RedisStore(StoreBase):
                 f"segment {segment_id!r}", detail=f"position {taken} is already written"
             )
 
-    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        validate_id(segment_id, what="segment id")
-        check_span(segment_id, start, end)
+    async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         if end <= start:
             return []
         key = self._key("segment", segment_id)
@@ -401,8 +380,7 @@ class RedisStore(StoreBase):
             found.append(data)
         return check_read(segment_id, start, end, found)
 
-    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
-        validate_id(message_id, what="message id")
+    async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
         key = self._key("messages")
         client = await self._connection()
         with _foreign_keys_are_corruption(f"Redis key {key!r}"):
@@ -416,7 +394,7 @@ class RedisStore(StoreBase):
             places.append((segment_id, int(position)))
         return sorted(places)
 
-    async def list_segments(self) -> dict[str, float]:
+    async def _do_list_segments(self) -> dict[str, float]:
         return await self._scores("segments")
 
     async def _scores(self, name: str) -> dict[str, float]:
@@ -428,9 +406,8 @@ class RedisStore(StoreBase):
             )
         return {_text(member, f"Redis key {key!r}"): float(score) for member, score in pairs}
 
-    async def delete_segments(self, segment_ids: Collection[str]) -> None:
-        ids = [validate_id(s, what="segment id") for s in segment_ids]
-        for segment_id in ids:  # one script per segment: bounded time inside Redis
+    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
+        for segment_id in segment_ids:  # one script per segment: bounded time inside Redis
             key = self._key("segment", segment_id)
             with _foreign_keys_are_corruption(f"Redis key {key!r}"):
                 await self._run(
@@ -441,32 +418,27 @@ class RedisStore(StoreBase):
 
     # -- blobs ------------------------------------------------------------------------
 
-    async def put_blob(self, data: bytes) -> str:
-        digest = digest_of(data)
+    async def _do_put_blob(self, digest: str, data: bytes) -> None:
         client = await self._connection()
         async with client.pipeline(transaction=True) as pipe:
             pipe.set(self._key("blob", digest), bytes(data))
             pipe.zadd(self._key("blobs"), {digest: time.time()})
             await pipe.execute()
-        return digest
 
-    async def get_blob(self, digest: str) -> bytes | None:
-        key = self._key("blob", validate_digest(digest))
+    async def _do_get_blob(self, digest: str) -> bytes | None:
+        key = self._key("blob", digest)
         client = await self._connection()
         with _foreign_keys_are_corruption(f"Redis key {key!r}"):
             return cast(bytes | None, await client.get(key))  # responses are never decoded
 
-    async def list_blobs(self) -> dict[str, float]:
+    async def _do_list_blobs(self) -> dict[str, float]:
         return await self._scores("blobs")
 
-    async def delete_blobs(self, digests: Collection[str]) -> None:
-        checked = [validate_digest(d) for d in digests]
-        if not checked:
-            return
+    async def _do_delete_blobs(self, digests: list[str]) -> None:
         client = await self._connection()
         async with client.pipeline(transaction=True) as pipe:
-            pipe.delete(*[self._key("blob", d) for d in checked])
-            pipe.zrem(self._key("blobs"), *checked)
+            pipe.delete(*[self._key("blob", d) for d in digests])
+            pipe.zrem(self._key("blobs"), *digests)
             await pipe.execute()
 
 

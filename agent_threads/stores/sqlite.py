@@ -7,25 +7,20 @@ import functools
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Self
+from typing import Any
 
 import aiosqlite
 import anyio
 from pydantic import ValidationError
 
-from agent_threads.core.ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores.base import (
     Record,
     Row,
     StoreBase,
-    check_span,
     digest_of,
-    validate_listing,
-    validate_record,
-    validate_rows,
     version_conflict,
 )
 
@@ -184,13 +179,12 @@ class SQLiteStore(StoreBase):
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
 
-    async def __aenter__(self) -> Self:
+    async def _do_open(self) -> None:
         async with self._lock:
             if self._connection is None:
                 self._connection = await self._connect()
-        return self
 
-    async def aclose(self) -> None:
+    async def _do_close(self) -> None:
         async with self._lock:
             if self._connection is not None:
                 connection, self._connection = self._connection, None
@@ -300,17 +294,14 @@ class SQLiteStore(StoreBase):
 
     # -- records --------------------------------------------------------------------
 
-    async def get_record(self, kind: str, record_id: str) -> Record | None:
-        validate_id(kind, what="record kind")
-        validate_id(record_id, what=f"{kind} id")
+    async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
         async with self._statement() as connection:
             found = await connection.execute_fetchall(
                 "SELECT body FROM records WHERE kind = ? AND id = ?", (kind, record_id)
             )
         return None if not found else _parse_record(_first(found), kind, record_id)
 
-    async def put_record(self, record: Record, *, expected_version: int) -> Record:
-        validate_record(record)
+    async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
         stored = record.model_copy(update={"version": expected_version + 1})
         values = (stored.version, stored.owner, stored.model_dump_json())
         async with self._statement() as connection:
@@ -338,11 +329,9 @@ class SQLiteStore(StoreBase):
         )
         return int(_first(found)) if found else 0
 
-    async def delete_record(
-        self, kind: str, record_id: str, *, expected_version: int | None = None
+    async def _do_delete_record(
+        self, kind: str, record_id: str, *, expected_version: int | None
     ) -> bool:
-        validate_id(kind, what="record kind")
-        validate_id(record_id, what=f"{kind} id")
         async with self._transaction() as connection:
             found = await self._version(connection, kind, record_id)
             if found == 0:
@@ -354,32 +343,27 @@ class SQLiteStore(StoreBase):
             )
         return True
 
-    async def list_records(
-        self,
-        kind: str | None = None,
-        *,
-        tags: Collection[str] = (),
-        owner: str | None = None,
+    async def _do_list_records(
+        self, kind: str | None, *, tags: set[str], owner: str | None
     ) -> list[Record]:
-        wanted = validate_listing(kind, tags)
         query = "SELECT kind, id, body FROM records WHERE (? IS NULL OR kind = ?)"
         query += " AND (? IS NULL OR owner = ?) ORDER BY kind, id"
         async with self._statement() as connection:
             found = await connection.execute_fetchall(query, (kind, kind, owner, owner))
         records = [_parse_record(body, k, i) for k, i, body in found]
-        return [r for r in records if wanted <= set(r.tags)]
+        return [r for r in records if tags <= set(r.tags)]
 
     # -- segments -------------------------------------------------------------------
 
-    async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
-        """Write `rows` at positions `start, start+1, ...` of the segment, all or nothing.
+    async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        """Write `rows` in one statement, all or nothing.
 
         One statement (so its own transaction, and one round trip to aiosqlite's thread)
         inserts every chunk into the `appends` view, whose trigger refuses a chunk
         overlapping one already written: that is what makes two appenders at the same
         position collide.
         """
-        message_ids, data = _checked_columns(segment_id, start, rows)
+        message_ids, data = _columns(rows)
         if start + len(rows) > POSITIONS:
             raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
         chunks = _chunks(segment_id, start, message_ids, data, time.time())
@@ -417,9 +401,7 @@ class SQLiteStore(StoreBase):
                 return max(int(first), start)
         return start  # gone again (vacuumed meanwhile): name where the append began
 
-    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        validate_id(segment_id, what="segment id")
-        check_span(segment_id, start, end)
+    async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         lo, hi = min(max(start, 0), POSITIONS), min(end, POSITIONS)  # bindable
         async with self._statement() as connection:
             found = await connection.execute_fetchall(_READ, (segment_id, lo, hi))
@@ -434,13 +416,11 @@ class SQLiteStore(StoreBase):
             )
         return data
 
-    async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
-        """Every `(segment_id, position)` holding a row with this message id.
+    async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        """The message-id index is brought up to date here, not by appends.
 
-        The message-id index is brought up to date here, not by appends: the first
-        lookup after appends indexes their chunks (in one transaction).
+        The first lookup after appends indexes their chunks (in one transaction).
         """
-        validate_id(message_id, what="message id")
         async with self._statement() as connection:
             found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
         if found and found[0][0] is None:
@@ -451,15 +431,13 @@ class SQLiteStore(StoreBase):
                 await self._reclaim()
         return sorted((str(name), int(position)) for name, position in found)
 
-    async def list_segments(self) -> dict[str, float]:
+    async def _do_list_segments(self) -> dict[str, float]:
         async with self._statement() as connection:
             found = await connection.execute_fetchall("SELECT name, written_at FROM segments")
         return {str(name): float(written) for name, written in found}
 
-    async def delete_segments(self, segment_ids: Collection[str]) -> None:
-        names = [(validate_id(s, what="segment id"),) for s in segment_ids]
-        if not names:
-            return
+    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
+        names = [(s,) for s in segment_ids]
         async with self._transaction() as connection:
             for table in ("chunks", "unindexed"):
                 await connection.executemany(
@@ -477,18 +455,15 @@ class SQLiteStore(StoreBase):
 
     # -- blobs ----------------------------------------------------------------------
 
-    async def put_blob(self, data: bytes) -> str:
-        digest = digest_of(data)
+    async def _do_put_blob(self, digest: str, data: bytes) -> None:
         async with self._statement() as connection:
             await connection.execute(
                 "INSERT INTO blobs (digest, data, written_at) VALUES (?, ?, ?)"
                 " ON CONFLICT (digest) DO UPDATE SET written_at = excluded.written_at",
                 (digest, bytes(data), time.time()),
             )
-        return digest
 
-    async def get_blob(self, digest: str) -> bytes | None:
-        validate_digest(digest)
+    async def _do_get_blob(self, digest: str) -> bytes | None:
         async with self._statement() as connection:
             found = await connection.execute_fetchall(
                 "SELECT data FROM blobs WHERE digest = ?", (digest,)
@@ -500,13 +475,13 @@ class SQLiteStore(StoreBase):
             raise StoreCorruptedError(f"blob {digest}", detail="content does not match its digest")
         return data
 
-    async def list_blobs(self) -> dict[str, float]:
+    async def _do_list_blobs(self) -> dict[str, float]:
         async with self._statement() as connection:
             found = await connection.execute_fetchall("SELECT digest, written_at FROM blobs")
         return {str(digest): float(written) for digest, written in found}
 
-    async def delete_blobs(self, digests: Collection[str]) -> None:
-        keys = [(validate_digest(d),) for d in digests]
+    async def _do_delete_blobs(self, digests: list[str]) -> None:
+        keys = [(d,) for d in digests]
         async with self._transaction() as connection:
             await connection.executemany("DELETE FROM blobs WHERE digest = ?", keys)
         await self._reclaim()
@@ -526,11 +501,8 @@ async def _rollback(connection: aiosqlite.Connection) -> None:
         await connection.execute("ROLLBACK")
 
 
-def _checked_columns(
-    segment_id: str, start: int, rows: Sequence[Row]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The rows' message ids and data, once `validate_rows` accepts them."""
-    validate_rows(segment_id, start, rows)
+def _columns(rows: Sequence[Row]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The rows' message ids and data."""
     if not rows:
         return (), ()
     message_ids, data = zip(*rows, strict=True)
