@@ -11,7 +11,8 @@ A store is small and dumb. It keeps three things:
 
 Everything about threads (ranges, fork, rollback, views) lives above the store, once.
 Every store passes `tests/stores/test_conformance.py`. Every store is a `StoreBase`,
-which checks each operation's arguments, once for all of them.
+which checks each operation's arguments and maps the store's driver errors to the
+library's (`ErrorRule`), once for all of them.
 
 Garbage: a record keeps segments and blobs alive through three keys of its `data`:
 `"ranges"` (a list of `[segment_id, start, end]`), `"blobs"` (a list of digests) and
@@ -26,12 +27,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import NamedTuple, Protocol, Self, runtime_checkable
+from typing import ClassVar, NamedTuple, Protocol, Self, TypeAlias, runtime_checkable
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -42,7 +45,13 @@ from agent_threads.core.ids import (
     validate_digest,
     validate_id,
 )
-from agent_threads.errors import ConflictError, InvalidIdError, StoreCorruptedError
+from agent_threads.errors import (
+    AgentThreadsError,
+    ConflictError,
+    InvalidIdError,
+    StoreCorruptedError,
+    StoreUnavailableError,
+)
 
 DEFAULT_VACUUM_GRACE = 60.0
 """Seconds during which a freshly written segment or blob is never vacuumed."""
@@ -84,7 +93,11 @@ class VacuumReport:
 
 @runtime_checkable
 class ThreadStore(Protocol):
-    """The storage protocol. Constructing a store does no I/O; `async with` connects."""
+    """The storage protocol. Constructing a store does no I/O; `async with` connects.
+
+    Any operation, `async with` included, raises `StoreUnavailableError` when the
+    storage cannot be reached (a connection refused, lost or timed out).
+    """
 
     async def __aenter__(self) -> Self: ...
 
@@ -186,17 +199,101 @@ class ThreadStore(Protocol):
         ...
 
 
+LibraryError: TypeAlias = (
+    type[StoreUnavailableError] | type[StoreCorruptedError] | type[ConflictError]
+)
+
+
+class ErrorRule(NamedTuple):
+    """A row of a store's table of driver errors: what such an error means here.
+
+    A driver error that is one of `drivers` and whose message contains `when` becomes
+    an `error` (None: it passes through as it is). The first matching row wins.
+    """
+
+    drivers: type[Exception] | tuple[type[Exception], ...]
+    error: LibraryError | None
+    when: str = ""
+
+
+ErrorTable: TypeAlias = tuple[ErrorRule, ...]
+
+CONNECTION_ERRORS: ErrorTable = (
+    ErrorRule((ConnectionError, TimeoutError, socket.gaierror), StoreUnavailableError),
+    # asyncio reached none of a host's addresses (refused on several, or unreachable)
+    ErrorRule(OSError, StoreUnavailableError, "Connect call failed"),
+)
+"""The operating system's errors for a server or network file system out of reach."""
+
+
+def translate_error(
+    exc: Exception, table: ErrorTable, *, store: object, operation: str
+) -> AgentThreadsError | None:
+    """The library error `table` makes of a driver error, or None to let it pass.
+
+    The error names the store by its `repr` (its location, never a password) and the
+    `operation`, and quotes the driver's message; raise it `from exc`.
+    """
+    for rule in table:
+        if isinstance(exc, rule.drivers) and rule.when in str(exc):
+            if rule.error is None:
+                return None
+            detail = f"{type(exc).__name__}: {exc}"
+            if issubclass(rule.error, StoreUnavailableError):
+                return StoreUnavailableError(repr(store), operation=operation, detail=detail)
+            return rule.error(repr(store), detail=f"{detail} (during {operation})")
+    return None
+
+
+def redact_url(url: str) -> str:
+    """`url` without what may be secret (a password, the query string), for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is None or not parts.scheme:
+        return "<connection string>"  # not a URL: none of it is shown
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{parts.username}@{host}" if parts.username else host
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
 class StoreBase(ABC):
-    """What every store shares: argument checks, `async with`, `vacuum()`.
+    """What every store shares: argument checks, driver errors, `async with`, `vacuum()`.
 
     Each `ThreadStore` operation checks its arguments here, once for every store (ids,
     digests, positions, row batches: `InvalidIdError` or `ValueError` before any I/O),
     then calls the store's primitive `_do_<operation>`, which may take its arguments as
-    valid. So a store's module holds only what differs: its primitives.
+    valid. A driver error escaping a primitive becomes the library error the store's
+    `driver_errors` table gives (`StoreUnavailableError`, `StoreCorruptedError`,
+    `ConflictError`), naming the store by its `repr` (which shows no password) and the
+    operation, with the driver's error as `__cause__`; errors the table does not list
+    pass through. So a store's module holds only what differs: its primitives, its
+    table, its `repr`.
     """
 
+    driver_errors: ClassVar[ErrorTable] = ()
+    """What this store's driver errors mean here (see `ErrorRule`)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def _raise_translated(self, exc: Exception, operation: str) -> None:
+        """Raise, from `exc`, the library error `driver_errors` gives for it; else return.
+
+        Called from `except` (costs nothing until something is raised): the caller
+        re-raises what this lets pass, unchanged.
+        """
+        error = translate_error(exc, self.driver_errors, store=self, operation=operation)
+        if error is not None:
+            raise error from exc
+
     async def __aenter__(self) -> Self:
-        await self._do_open()
+        try:
+            await self._do_open()
+        except Exception as exc:
+            self._raise_translated(exc, "open")
+            raise
         return self
 
     async def __aexit__(
@@ -209,21 +306,37 @@ class StoreBase(ABC):
 
     async def aclose(self) -> None:
         """Release connections and files. Idempotent."""
-        await self._do_close()
+        try:
+            await self._do_close()
+        except Exception as exc:
+            self._raise_translated(exc, "aclose")
+            raise
 
     async def get_record(self, kind: str, record_id: str) -> Record | None:
         _validate_key(kind, record_id)
-        return await self._do_get_record(kind, record_id)
+        try:
+            return await self._do_get_record(kind, record_id)
+        except Exception as exc:
+            self._raise_translated(exc, "get_record")
+            raise
 
     async def put_record(self, record: Record, *, expected_version: int) -> Record:
         validate_record(record)
-        return await self._do_put_record(record, expected_version=expected_version)
+        try:
+            return await self._do_put_record(record, expected_version=expected_version)
+        except Exception as exc:
+            self._raise_translated(exc, "put_record")
+            raise
 
     async def delete_record(
         self, kind: str, record_id: str, *, expected_version: int | None = None
     ) -> bool:
         _validate_key(kind, record_id)
-        return await self._do_delete_record(kind, record_id, expected_version=expected_version)
+        try:
+            return await self._do_delete_record(kind, record_id, expected_version=expected_version)
+        except Exception as exc:
+            self._raise_translated(exc, "delete_record")
+            raise
 
     async def list_records(
         self,
@@ -235,49 +348,93 @@ class StoreBase(ABC):
         wanted = validate_listing(kind, tags)
         if owner is not None:
             validate_id(owner, what="record owner")
-        return await self._do_list_records(kind, tags=wanted, owner=owner)
+        try:
+            return await self._do_list_records(kind, tags=wanted, owner=owner)
+        except Exception as exc:
+            self._raise_translated(exc, "list_records")
+            raise
 
     async def append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         validate_rows(segment_id, start, rows)
-        await self._do_append_rows(segment_id, start, rows)
+        try:
+            await self._do_append_rows(segment_id, start, rows)
+        except Exception as exc:
+            self._raise_translated(exc, "append_rows")
+            raise
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
         check_span(segment_id, start, end)
-        return await self._do_read_rows(segment_id, start, end)
+        try:
+            return await self._do_read_rows(segment_id, start, end)
+        except Exception as exc:
+            self._raise_translated(exc, "read_rows")
+            raise
 
     async def locate_message(self, message_id: str) -> list[tuple[str, int]]:
         validate_id(message_id, what="message id")
-        return await self._do_locate_message(message_id)
+        try:
+            return await self._do_locate_message(message_id)
+        except Exception as exc:
+            self._raise_translated(exc, "locate_message")
+            raise
 
     async def list_segments(self) -> dict[str, float]:
-        return await self._do_list_segments()
+        try:
+            return await self._do_list_segments()
+        except Exception as exc:
+            self._raise_translated(exc, "list_segments")
+            raise
 
     async def delete_segments(self, segment_ids: Collection[str]) -> None:
         ids = [validate_id(s, what="segment id") for s in segment_ids]
         if ids:
-            await self._do_delete_segments(ids)
+            try:
+                await self._do_delete_segments(ids)
+            except Exception as exc:
+                self._raise_translated(exc, "delete_segments")
+                raise
 
     async def put_blob(self, data: bytes) -> str:
         digest = digest_of(data)
-        await self._do_put_blob(digest, data)
+        try:
+            await self._do_put_blob(digest, data)
+        except Exception as exc:
+            self._raise_translated(exc, "put_blob")
+            raise
         return digest
 
     async def get_blob(self, digest: str) -> bytes | None:
         validate_digest(digest)
-        return await self._do_get_blob(digest)
+        try:
+            return await self._do_get_blob(digest)
+        except Exception as exc:
+            self._raise_translated(exc, "get_blob")
+            raise
 
     async def list_blobs(self) -> dict[str, float]:
-        return await self._do_list_blobs()
+        try:
+            return await self._do_list_blobs()
+        except Exception as exc:
+            self._raise_translated(exc, "list_blobs")
+            raise
 
     async def delete_blobs(self, digests: Collection[str]) -> None:
         checked = [validate_digest(d) for d in digests]
         if checked:
-            await self._do_delete_blobs(checked)
+            try:
+                await self._do_delete_blobs(checked)
+            except Exception as exc:
+                self._raise_translated(exc, "delete_blobs")
+                raise
 
     async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
         """Delete segments and blobs no record references, older than `grace` seconds."""
-        return await self._do_vacuum(grace=grace)
+        try:
+            return await self._do_vacuum(grace=grace)
+        except Exception as exc:
+            self._raise_translated(exc, "vacuum")
+            raise
 
     # -- the primitives: arguments are valid, lists of ids are not empty -------------------
 
@@ -528,9 +685,12 @@ async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
 
 
 __all__ = [
+    "CONNECTION_ERRORS",
     "DEFAULT_VACUUM_GRACE",
     "LOGS_KEY",
     "MAX_POSITION",
+    "ErrorRule",
+    "ErrorTable",
     "Record",
     "Row",
     "StoreBase",
@@ -543,6 +703,8 @@ __all__ = [
     "log_row_references",
     "record_logs",
     "record_references",
+    "redact_url",
+    "translate_error",
     "validate_digest",
     "validate_listing",
     "validate_record",

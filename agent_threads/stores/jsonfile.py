@@ -20,6 +20,7 @@ from agent_threads.core.ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores import _files, _jsonl
 from agent_threads.stores.base import (
+    CONNECTION_ERRORS,
     Record,
     Row,
     StoreBase,
@@ -202,6 +203,8 @@ class JsonFileStore(StoreBase):
     `agent_threads.stores.jsonfile` logger) and ignored: no thread references it. File
     I/O runs in worker threads. Linux and macOS (it needs `fcntl.flock`).
     """
+
+    driver_errors = CONNECTION_ERRORS  # a network file system out of reach
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self._root = Path(directory)

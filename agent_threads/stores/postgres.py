@@ -47,12 +47,16 @@ from agent_threads.errors import (
     InvalidIdError,
     SchemaVersionError,
     StoreCorruptedError,
+    StoreUnavailableError,
 )
 from agent_threads.stores.base import (
+    CONNECTION_ERRORS,
+    ErrorRule,
     Record,
     Row,
     StoreBase,
     check_read,
+    redact_url,
     version_conflict,
 )
 
@@ -88,6 +92,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes and reads."""
+
+_DRIVER_ERRORS = (
+    # class 08 (connection exceptions), 57 (the server shutting down, terminating the
+    # backend, cancelling the statement), and the client's own closed connection
+    ErrorRule(
+        (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError),
+        StoreUnavailableError,
+    ),
+    ErrorRule(asyncpg.InterfaceError, StoreUnavailableError, "connection is closed"),
+    ErrorRule(  # too many clients already; a lock not granted within lock_timeout
+        (asyncpg.TooManyConnectionsError, asyncpg.LockNotAvailableError), StoreUnavailableError
+    ),
+    # lost races: a key written first by another client, a transaction chosen to fail
+    ErrorRule(
+        (asyncpg.UniqueViolationError, asyncpg.SerializationError, asyncpg.DeadlockDetectedError),
+        ConflictError,
+    ),
+    ErrorRule((asyncpg.DataCorruptedError, asyncpg.IndexCorruptedError), StoreCorruptedError),
+    *CONNECTION_ERRORS,
+)
+"""What asyncpg's errors mean here (see `StoreBase`)."""
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -207,6 +232,8 @@ class PostgresStore(StoreBase):
         InvalidIdError: `schema` is not a plain identifier (letters, digits, `_`).
     """
 
+    driver_errors = _DRIVER_ERRORS
+
     def __init__(
         self, dsn: str, *, schema: str = "agent_threads", min_size: int = 1, max_size: int = 10
     ) -> None:
@@ -227,6 +254,9 @@ class PostgresStore(StoreBase):
     def schema(self) -> str:
         """The schema holding this store's tables."""
         return self._schema
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redact_url(self._dsn)!r}, schema={self._schema!r})"
 
     async def _do_open(self) -> None:
         await self._connection_pool()

@@ -25,10 +25,11 @@ which no valid id contains::
     {P}:blobs              zset    digest D, scored by the Unix time it was written
 
 Timestamps are the writing client's clock, as `vacuum()` compares them with the
-vacuuming client's clock. A command whose connection breaks raises the driver's
-`redis.exceptions.ConnectionError` and is not retried: a retried write could run
-twice (its reply was lost, not its effect). The next call reconnects; a pooled
-connection the server closed while idle is replaced before use.
+vacuuming client's clock. A command whose connection breaks raises
+`StoreUnavailableError` (from the driver's `redis.exceptions.ConnectionError`) and is
+not retried: a retried write could run twice (its reply was lost, not its effect).
+The next call reconnects; a pooled connection the server closed while idle is
+replaced before use.
 
 Redis keeps threads only as safely as it is configured to: for threads you cannot
 lose, run it with `appendonly yes` and `maxmemory-policy noeviction` (an evicted row
@@ -47,19 +48,22 @@ from pydantic import ValidationError
 
 try:
     import redis.asyncio as redis
+    from redis import exceptions as redis_errors
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
-    from redis.exceptions import ResponseError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("RedisStore needs: pip install 'agent-threads[redis]'") from exc
 
 from agent_threads.core.ids import validate_id
-from agent_threads.errors import ConflictError, StoreCorruptedError
+from agent_threads.errors import ConflictError, StoreCorruptedError, StoreUnavailableError
 from agent_threads.stores.base import (
+    CONNECTION_ERRORS,
+    ErrorRule,
     Record,
     Row,
     StoreBase,
     check_read,
+    redact_url,
     version_conflict,
 )
 
@@ -192,12 +196,26 @@ return #all / 2
 """
 
 
+_DRIVER_ERRORS = (
+    # a refused password or command is a setting to fix, not an outage
+    ErrorRule((redis_errors.AuthenticationError, redis_errors.AuthorizationError), None),
+    ErrorRule((redis_errors.ConnectionError, redis_errors.TimeoutError), StoreUnavailableError),
+    ErrorRule(redis_errors.ReadOnlyError, StoreUnavailableError),  # a replica, mid-failover
+    ErrorRule(redis_errors.ResponseError, StoreCorruptedError, "WRONGTYPE"),
+    *CONNECTION_ERRORS,
+)
+"""What redis-py's errors mean here (see `StoreBase`)."""
+
+
 @contextmanager
 def _foreign_keys_are_corruption(where: str) -> Iterator[None]:
-    """Report a key of the wrong type (written by something else) as corruption."""
+    """Report a key of the wrong type (written by something else) as corruption there.
+
+    `_DRIVER_ERRORS` maps it too, but can name only the operation, not the key.
+    """
     try:
         yield
-    except ResponseError as exc:
+    except redis_errors.ResponseError as exc:
         if "WRONGTYPE" not in str(exc):
             raise
         raise StoreCorruptedError(where, detail=f"a key holds data of another type: {exc}") from exc
@@ -224,6 +242,8 @@ class RedisStore(StoreBase):
         InvalidIdError: `prefix` is not a valid id.
     """
 
+    driver_errors = _DRIVER_ERRORS
+
     def __init__(self, url: str, *, prefix: str = "agent_threads") -> None:
         self._url = url
         self._prefix = validate_id(prefix, what="Redis key prefix")
@@ -241,6 +261,9 @@ class RedisStore(StoreBase):
     def key_pattern(self) -> str:
         """A SCAN/KEYS pattern matching every key of this store, and nothing else."""
         return self._base + "*"
+
+    def __repr__(self) -> str:
+        return f"RedisStore({redact_url(self._url)!r}, prefix={self._prefix!r})"
 
     def _key(self, *parts: str) -> str:
         return self._base + ":".join(parts)

@@ -15,8 +15,15 @@ import aiosqlite
 import anyio
 from pydantic import ValidationError
 
-from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
+from agent_threads.errors import (
+    ConflictError,
+    SchemaVersionError,
+    StoreCorruptedError,
+    StoreUnavailableError,
+)
 from agent_threads.stores.base import (
+    CONNECTION_ERRORS,
+    ErrorRule,
     Record,
     Row,
     StoreBase,
@@ -99,6 +106,16 @@ _APPEND = (
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
 
+_DRIVER_ERRORS = (
+    # another connection held the write lock for the whole busy timeout
+    ErrorRule(sqlite3.OperationalError, StoreUnavailableError, "locked"),
+    ErrorRule(sqlite3.IntegrityError, ConflictError, "UNIQUE"),
+    ErrorRule(sqlite3.DatabaseError, StoreCorruptedError, "not a database"),
+    ErrorRule(sqlite3.DatabaseError, StoreCorruptedError, "malformed"),
+    *CONNECTION_ERRORS,
+)
+"""What SQLite's errors mean here (see `StoreBase`)."""
+
 _CHUNKS_PER_STATEMENT = 100
 """Chunks one INSERT writes: 600 parameters, under SQLite's lowest limit (999)."""
 
@@ -165,6 +182,8 @@ class SQLiteStore(StoreBase):
     asyncio, so this store needs the asyncio backend.
     """
 
+    driver_errors = _DRIVER_ERRORS
+
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self._path = os.fspath(path)
         self._busy_timeout = busy_timeout
@@ -206,13 +225,7 @@ class SQLiteStore(StoreBase):
             await connection.execute("PRAGMA synchronous = NORMAL")
             if await self._migrate(connection):
                 await _compact(connection)
-        except sqlite3.OperationalError:
-            await connection.close()
-            raise
-        except sqlite3.DatabaseError as exc:
-            await connection.close()
-            raise StoreCorruptedError(self._path, detail=f"not a usable database: {exc}") from exc
-        except BaseException:
+        except BaseException:  # StoreBase reports a file that is no database as corrupted
             await connection.close()
             raise
         return connection

@@ -1,7 +1,8 @@
-"""Conformance: bad arguments never reach a store.
+"""Conformance: what a store raises is a library error, and bad arguments never reach it.
 
 Every store goes through `StoreBase`, which checks each operation's arguments before the
-store's primitive (`_do_<operation>`) runs. These tests hold every store in STORES to that.
+store's primitive (`_do_<operation>`) runs and maps the store's driver errors (its
+`driver_errors` table) to library errors. These tests hold every store in STORES to that.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agent_threads import (
     Record,
     Row,
     StoreCorruptedError,
+    StoreUnavailableError,
     ThreadStore,
 )
 from agent_threads.stores.base import StoreBase
@@ -94,3 +96,42 @@ async def test_bad_arguments_are_refused_before_the_store_is_touched(
     _untouchable(store, monkeypatch)
     with pytest.raises(error):
         await call(store)
+
+
+def _failing(exc: Exception) -> Callable[..., Awaitable[NoReturn]]:
+    async def fail(*args: object, **kwargs: object) -> NoReturn:
+        raise exc
+
+    return fail
+
+
+async def test_driver_errors_become_library_errors_naming_store_and_operation(
+    store: ThreadStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = _untouchable(store, monkeypatch)
+    for rule in base.driver_errors:
+        drivers = rule.drivers if isinstance(rule.drivers, tuple) else (rule.drivers,)
+        for driver in drivers:
+            exc = driver(rule.when or "the connection went away")
+            monkeypatch.setattr(base, "_do_get_record", _failing(exc))
+            with pytest.raises(Exception) as caught:
+                await base.get_record("k", "r")
+            if rule.error is None:  # a setting to fix, not the store's fault: as it is
+                assert caught.value is exc
+                continue
+            assert isinstance(caught.value, rule.error), (driver, rule)  # no row shadows it
+            assert caught.value.__cause__ is exc
+            assert repr(base) in str(caught.value) and "get_record" in str(caught.value)
+            if isinstance(caught.value, StoreUnavailableError):
+                assert (caught.value.store, caught.value.operation) == (repr(base), "get_record")
+
+
+async def test_errors_no_table_lists_pass_through_unchanged(
+    store: ThreadStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = _untouchable(store, monkeypatch)
+    for exc in (RuntimeError("a bug"), KeyError("k"), InvalidIdError("x", what="id", reason="r")):
+        monkeypatch.setattr(base, "_do_list_segments", _failing(exc))
+        with pytest.raises(type(exc)) as caught:
+            await base.list_segments()
+        assert caught.value is exc and caught.value.__cause__ is None

@@ -23,6 +23,7 @@ from agent_threads import (
     Row,
     SchemaVersionError,
     StoreCorruptedError,
+    StoreUnavailableError,
 )
 from agent_threads.stores import postgres
 from agent_threads.stores.postgres import SCHEMA_VERSION, PostgresStore
@@ -264,7 +265,7 @@ async def test_connection_cut_mid_append_fails_clearly_then_recovers(
         async def append() -> None:
             try:
                 await thread.on_new_messages([Message.user("in flight")])
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            except StoreUnavailableError as exc:
                 failures.append(exc)
 
         locker = await asyncpg.connect(POSTGRES_DSN)
@@ -284,6 +285,8 @@ async def test_connection_cut_mid_append_fails_clearly_then_recovers(
             await locker.close()
 
         assert len(failures) == 1
+        cause = failures[0].__cause__
+        assert isinstance(cause, asyncpg.PostgresError | asyncpg.InterfaceError | OSError)
         assert "terminat" in str(failures[0]).lower() or "closed" in str(failures[0]).lower()
         reloaded = await ChatMessageThread.load(thread.id, store=store)
         assert texts(reloaded.messages) == ["a", "b"]  # the record was never half-updated

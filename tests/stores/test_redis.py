@@ -19,6 +19,7 @@ from agent_threads import (
     Record,
     Row,
     StoreCorruptedError,
+    StoreUnavailableError,
 )
 from agent_threads.stores.redis import RedisStore
 
@@ -237,7 +238,7 @@ async def test_connection_cut_mid_append_fails_clearly_then_recovers(
             async def append() -> None:
                 try:
                     await thread.on_new_messages([Message.user("in flight")])
-                except RedisConnectionError as exc:
+                except StoreUnavailableError as exc:
                     failures.append(exc)
 
             proxy.marker = marker
@@ -249,6 +250,7 @@ async def test_connection_cut_mid_append_fails_clearly_then_recovers(
             proxy.release()
 
             assert len(failures) == 1, cut_during
+            assert isinstance(failures[0].__cause__, RedisConnectionError)
             assert "connection" in str(failures[0]).lower()
             expected = ["a", "b", "in flight"] if kept else ["a", "b"]
             reloaded = await ChatMessageThread.load(thread.id, store=store)
