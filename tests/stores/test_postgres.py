@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -304,3 +305,58 @@ async def test_connection_killed_between_calls_is_replaced(
         for pid in await _backends(admin, name, waiting=False):  # wait until it is gone
             assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
         assert (await named.get_record("k", "r")) is not None
+
+
+async def test_a_connection_cut_during_a_write_raises_store_unavailable_then_recovers(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    name = f"cut-{uuid.uuid4().hex[:12]}"
+    async with PostgresStore(_named_dsn(name), schema=store.schema) as cut_store:
+        first = await cut_store.put_record(Record(kind="k", id="r"), expected_version=0)
+        failures: list[StoreUnavailableError] = []
+
+        async def write() -> None:
+            try:
+                await cut_store.put_record(Record(kind="k", id="r"), expected_version=1)
+            except StoreUnavailableError as exc:
+                failures.append(exc)
+
+        locker = await asyncpg.connect(POSTGRES_DSN)
+        try:
+            async with locker.transaction(), anyio.create_task_group() as group:
+                await locker.execute(  # the write waits for this row lock, in flight
+                    f'SELECT 1 FROM "{store.schema}".records WHERE id = $1 FOR UPDATE', "r"
+                )
+                group.start_soon(write)
+                with anyio.fail_after(10):
+                    # the server's state, which no in-process event can signal: poll it
+                    while not (pids := await _backends(admin, name, waiting=True)):  # noqa: ASYNC110
+                        await anyio.sleep(0.01)
+                assert await admin.fetchval("SELECT pg_terminate_backend($1)", pids[0])
+        finally:
+            await locker.close()
+
+        [failure] = failures
+        assert isinstance(failure.__cause__, asyncpg.PostgresError | asyncpg.InterfaceError)
+        assert (failure.store, failure.operation) == (repr(cut_store), "put_record")
+        assert await cut_store.get_record("k", "r") == first  # nothing half-written
+        second = await cut_store.put_record(Record(kind="k", id="r"), expected_version=1)
+        assert second.version == 2  # the same store recovers
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_an_unreachable_server_raises_store_unavailable_naming_no_password() -> None:
+    dsn = f"postgresql://postgres:hunter2@127.0.0.1:{_closed_port()}/test"
+    with pytest.raises(StoreUnavailableError) as caught:
+        async with PostgresStore(dsn):
+            pass
+    assert isinstance(caught.value.__cause__, OSError)
+    assert caught.value.operation == "open"
+    assert "127.0.0.1" in str(caught.value) and "hunter2" not in str(caught.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from urllib.parse import urlparse
@@ -274,3 +275,53 @@ async def test_connection_killed_between_calls_is_replaced(
         for client in clients:
             await admin.client_kill_filter(_id=client["id"])
         assert (await named.get_record("k", "r")) is not None
+
+
+async def test_a_connection_cut_during_a_read_raises_store_unavailable_then_recovers(
+    store: RedisStore, admin: redis.Redis
+) -> None:
+    parsed = urlparse(REDIS_URL)
+    async with anyio.create_task_group() as group:
+        proxy = ReplyDroppingProxy(group, (parsed.hostname or "127.0.0.1", parsed.port or 6379))
+        await proxy.start()
+        async with RedisStore(_url_through(proxy.port), prefix=store.prefix) as cut_store:
+            stored = await cut_store.put_record(Record(kind="k", id="r"), expected_version=0)
+            failures: list[StoreUnavailableError] = []
+
+            async def read() -> None:
+                try:
+                    await cut_store.get_record("k", "r")
+                except StoreUnavailableError as exc:
+                    failures.append(exc)
+
+            proxy.marker = b"}:record:k/r"
+            async with anyio.create_task_group() as readers:
+                readers.start_soon(read)
+                with anyio.fail_after(10):
+                    await proxy.dropped.wait()
+                assert await admin.client_kill_filter(_type=None, addr=proxy.upstream_address) == 1
+            proxy.release()
+
+            [failure] = failures
+            assert isinstance(failure.__cause__, RedisConnectionError)
+            assert (failure.store, failure.operation) == (repr(cut_store), "get_record")
+            assert await cut_store.get_record("k", "r") == stored  # the same store recovers
+        group.cancel_scope.cancel()
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_an_unreachable_server_raises_store_unavailable_naming_no_password() -> None:
+    url = f"redis://:hunter2@127.0.0.1:{_closed_port()}/0"
+    with pytest.raises(StoreUnavailableError) as caught:
+        async with RedisStore(url):
+            pass
+    assert isinstance(caught.value.__cause__, RedisConnectionError)
+    assert caught.value.operation == "open"
+    assert "127.0.0.1" in str(caught.value) and "hunter2" not in str(caught.value)

@@ -16,6 +16,7 @@ from agent_threads import (
     SchemaVersionError,
     SQLiteStore,
     StoreCorruptedError,
+    StoreUnavailableError,
 )
 from agent_threads.stores import sqlite as sqlite_module
 
@@ -137,3 +138,22 @@ async def test_positions_beyond_the_key_space_are_refused(tmp_path: Path) -> Non
         with pytest.raises(ValueError, match="seg"):
             await store.append_rows("seg", last, [Row("a", "{}"), Row("b", "{}")])
         assert await store.locate_message("m") == [("seg", last)]
+
+
+async def test_a_write_lock_held_past_the_busy_timeout_raises_store_unavailable(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "threads.db"
+    async with SQLiteStore(path, busy_timeout=0.05) as store:
+        stored = await store.put_record(Record(kind="k", id="r"), expected_version=0)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            with pytest.raises(StoreUnavailableError, match="locked") as caught:
+                await store.delete_record("k", "r")
+            assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+            assert (caught.value.store, caught.value.operation) == (repr(store), "delete_record")
+        finally:
+            other.close()
+        assert await store.get_record("k", "r") == stored  # nothing was deleted
+        assert await store.delete_record("k", "r")  # and the store works again
