@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy as copy_module
 import json
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -84,6 +85,26 @@ def _origin(data: Mapping[str, JsonValue]) -> JsonValue:
     return {"ranges": data.get("ranges") or [], "state": data["state"], "stats": data["stats"]}
 
 
+_WRITER_LOCKS: weakref.WeakValueDictionary[tuple[int, str], anyio.Lock] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def _writer_lock(store: ThreadStore, thread_id: str) -> anyio.Lock:
+    """The lock under which every handle of this thread on this store object works.
+
+    Shared, so the writers of one store client queue in turn (the lock is fair) instead
+    of racing each other's compare-and-set: only other clients' and processes' writes
+    can be lost races. Kept while a handle holds it. Fast to take when free: its holders
+    await the store anyway.
+    """
+    key = (id(store), thread_id)
+    lock = _WRITER_LOCKS.get(key)
+    if lock is None:
+        lock = _WRITER_LOCKS[key] = anyio.Lock(fast_acquire=True)
+    return lock
+
+
 class _Header(BaseModel):
     """What is read of a thread record before its version is known to be readable."""
 
@@ -133,7 +154,7 @@ class AgentThread(ABC):
         handle = object.__new__(cls)
         handle._store = store
         handle._state = state
-        handle._lock = anyio.Lock(fast_acquire=True)  # its holders await the store anyway
+        handle._lock = _writer_lock(store, record.id)
         handle._history = None
         handle._take(record)
         return handle

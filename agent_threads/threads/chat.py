@@ -420,6 +420,7 @@ class ChatMessageThread(AgentThread):
                 if (self._ranges, self._open_segment) != (base_ranges, base_open):
                     return False  # the content moved: our rows are orphans, plan again
                 await self._back_off(backoff)  # only metadata or state changed: rows still fit
+                continue
             self._cache.put(plan.segment_id, plan.start, plan.messages)
             self._on_bind()
             return True

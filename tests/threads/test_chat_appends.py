@@ -73,3 +73,14 @@ async def test_subclasses_of_message_are_appended_like_messages() -> None:
     segment_id, start, end = thread.ranges[0].to_json()
     stored = await thread.store.read_rows(segment_id, start, end)
     assert stored[0] == tagged.model_dump_json()  # its own fields too, as ever
+
+
+async def test_a_stale_handle_appends_after_another_handles_state_update() -> None:
+    store = MemoryStore()
+    first = await ChatMessageThread.create(store)
+    second = await ChatMessageThread.load(first.id, store=store)
+    await first.update_state({"step": 1})
+    await second.on_new_messages([Message.user("x"), Message.user("y")])
+    reloaded = await ChatMessageThread.load(first.id, store=store, lazy=True)
+    assert [m.text for m in await reloaded.get_messages()] == ["x", "y"]
+    assert reloaded.state.to_dict() == {"step": 1}

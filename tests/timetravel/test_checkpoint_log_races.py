@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Collection
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -19,6 +20,7 @@ from agent_threads import (
     Message,
     Record,
     StoreCorruptedError,
+    ThreadStore,
     WorkflowThread,
 )
 from agent_threads.core import pieces as piece_table
@@ -30,6 +32,20 @@ from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, log_ranges
 from .legacy_threads import make_legacy
 
 Hook = Callable[[], Awaitable[object]]
+
+
+class _ClientOf:
+    """Another client of the same store, as another process holds (its handles race ours)."""
+
+    def __init__(self, store: ThreadStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def client_of(store: ThreadStore) -> ThreadStore:
+    return cast(ThreadStore, _ClientOf(store))
 
 
 class HookStore(MemoryStore):
@@ -76,7 +92,7 @@ async def test_a_checkpoint_racing_a_state_update_exports_the_state_it_recorded(
     thread = await ChatMessageThread.create(store)
     await thread.on_new_messages([Message.user("a")])
     await thread.update_state({"step": 1})
-    other = await ChatMessageThread.load(thread.id, store=store)
+    other = await ChatMessageThread.load(thread.id, store=client_of(store))
     store.before_put = (thread.id, lambda: other.update_state({"step": 2}))
     cp = await thread.checkpoint("raced")
     recorded = (await thread.at(cp)).state.to_dict()
