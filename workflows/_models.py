@@ -26,6 +26,7 @@ import json
 import textwrap
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, cast
 
@@ -35,9 +36,12 @@ from pydantic import JsonValue
 from agent_threads import (
     ApproximateTokenCounter,
     ChatMessageThread,
+    MemoryStore,
     Message,
     RunStatus,
+    SQLiteStore,
     StepRecord,
+    ThreadStore,
     TokenCounter,
     Usage,
     WorkflowThread,
@@ -272,6 +276,41 @@ def add_model_argument(parser: argparse.ArgumentParser) -> None:
         help="an OpenAI-compatible chat model (OPENAI_BASE_URL / OPENAI_API_KEY from the"
         " environment); default: scripted models, offline",
     )
+
+
+Demo = Callable[[ThreadStore, "Models"], Awaitable[object]]
+"""A program's demo: runs on a store with the agents' models."""
+
+
+class DemoProgram:
+    """The command line of a program whose one job is its demo: `[DB] [--model NAME]`.
+
+    The demo runs on SQLite in `DB` if given, else in memory.
+    """
+
+    def __init__(self, demo: Demo, description: str) -> None:
+        self.demo = demo
+        self.description = description
+
+    def parse_args(self, argv: Sequence[str] | None = None) -> argparse.Namespace:
+        """The command line: an optional SQLite file and `--model`."""
+        parser = argparse.ArgumentParser(description=self.description)
+        parser.add_argument("db", nargs="?", help="SQLite file (default: in memory)")
+        add_model_argument(parser)
+        return parser.parse_args(argv)
+
+    async def start(self, args: argparse.Namespace) -> None:
+        """Open the store and the models, run the demo."""
+        async with Models(args.model) as models:
+            if args.db is None:
+                await self.demo(MemoryStore(), models)
+                return
+            async with SQLiteStore(Path(args.db)) as store:
+                await self.demo(store, models)
+
+    def main(self, argv: Sequence[str] | None = None) -> None:
+        """Parse the command line and run."""
+        anyio.run(self.start, self.parse_args(argv))
 
 
 # -- turns ------------------------------------------------------------------------------

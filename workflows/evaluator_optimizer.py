@@ -16,18 +16,14 @@ OpenAI-compatible chat model.
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import anyio
 from _models import (
+    DemoProgram,
     Models,
     Progress,
     Request,
     Tool,
-    add_model_argument,
     ask,
     call_arguments,
     describe,
@@ -40,9 +36,7 @@ from pydantic import JsonValue
 from agent_threads import (
     ChatMessageThread,
     ImmutableState,
-    MemoryStore,
     Message,
-    SQLiteStore,
     ThreadStore,
     WorkflowThread,
     tool_call,
@@ -231,28 +225,8 @@ async def demo(store: ThreadStore, models: Models) -> WorkflowThread:
     return run
 
 
-async def start(args: argparse.Namespace) -> None:
-    """Open the store and the models, run the demo."""
-    async with Models(args.model) as models:
-        if args.db is None:
-            await demo(MemoryStore(), models)
-            return
-        async with SQLiteStore(Path(args.db)) as store:
-            await demo(store, models)
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line: an optional SQLite file and `--model`."""
-    parser = argparse.ArgumentParser(description="A writer and a critic loop until accepted.")
-    parser.add_argument("db", nargs="?", help="SQLite file (default: in memory)")
-    add_model_argument(parser)
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Parse the command line and run."""
-    anyio.run(start, parse_args(argv))
-
+PROGRAM = DemoProgram(demo, "A writer and a critic loop until accepted.")
+parse_args, start, main = PROGRAM.parse_args, PROGRAM.start, PROGRAM.main
 
 if __name__ == "__main__":
     main()

@@ -17,20 +17,17 @@ OpenAI-compatible chat model.
 
 from __future__ import annotations
 
-import argparse
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-import anyio
 from _models import (
+    DemoProgram,
     Models,
     Progress,
     Request,
     Tool,
     ToolFunction,
-    add_model_argument,
     ask,
     call_arguments,
     describe,
@@ -43,9 +40,7 @@ from _models import (
 from pydantic import JsonValue
 
 from agent_threads import (
-    MemoryStore,
     Message,
-    SQLiteStore,
     ThreadStore,
     WorkflowCheckpoint,
     WorkflowThread,
@@ -352,28 +347,8 @@ async def demo(store: ThreadStore, models: Models) -> list[WorkflowThread]:
     return runs
 
 
-async def start(args: argparse.Namespace) -> None:
-    """Open the store and the models, run the demo."""
-    async with Models(args.model) as models:
-        if args.db is None:
-            await demo(MemoryStore(), models)
-            return
-        async with SQLiteStore(Path(args.db)) as store:
-            await demo(store, models)
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line: an optional SQLite file and `--model`."""
-    parser = argparse.ArgumentParser(description="Triage hands requests to specialists.")
-    parser.add_argument("db", nargs="?", help="SQLite file (default: in memory)")
-    add_model_argument(parser)
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Parse the command line and run."""
-    anyio.run(start, parse_args(argv))
-
+PROGRAM = DemoProgram(demo, "Triage hands requests to specialists.")
+parse_args, start, main = PROGRAM.parse_args, PROGRAM.start, PROGRAM.main
 
 if __name__ == "__main__":
     main()
