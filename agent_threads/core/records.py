@@ -30,10 +30,6 @@ until the first new checkpoint moves them into the log.
 THREAD_KIND = "thread"
 """The store record kind of every thread, whatever its type."""
 
-WRITE_ATTEMPTS = 16
-"""Compare-and-set attempts of a write before it gives up with `ConflictError`."""
-
-
 class ThreadStats(BaseModel):
     """What a thread has accumulated: messages appended and their summed `usage`."""
 

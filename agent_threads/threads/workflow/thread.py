@@ -18,7 +18,7 @@ from pydantic import JsonValue
 
 from agent_threads.core import pieces
 from agent_threads.core.ids import new_id, validate_id
-from agent_threads.core.records import THREAD_KIND, WRITE_ATTEMPTS, put_new, thread_exists
+from agent_threads.core.records import THREAD_KIND, put_new, thread_exists
 from agent_threads.errors import (
     ConflictError,
     StoreCorruptedError,
@@ -463,7 +463,8 @@ class WorkflowThread(AgentThread):
         """Publish `new` (and `extra` keys); retry only while the execution is unchanged."""
         base = self._exec
         data = {**workflow_data(execution=new), **(extra or {})}
-        for _ in range(WRITE_ATTEMPTS):
+        backoff = self.retry_policy().start()
+        while True:
             try:
                 await self.publish(data)
                 break
@@ -479,8 +480,8 @@ class WorkflowThread(AgentThread):
                         detail="its execution state was changed by another writer (is another"
                         " runner resuming it?); reload the thread",
                     ) from None
-        else:
-            raise ConflictError(f"workflow {self.id!r}", detail="other writers kept winning")
+                if not await backoff.wait():
+                    raise backoff.exhausted(self.id, "its execution state was saved") from None
         self._exec = new
 
     # -- whole-workflow checkpoints, time travel, rollback, forks ----------------------
