@@ -23,6 +23,7 @@ from agent_threads.errors import (
     StoreUnavailableError,
     SubThreadNotFoundError,
     ThreadNotFoundError,
+    UnansweredToolCallError,
 )
 from agent_threads.messages import (
     DataPart,
@@ -119,6 +120,7 @@ __all__ = [
     "TokenCounter",
     "ToolCallPart",
     "ToolResultPart",
+    "UnansweredToolCallError",
     "Usage",
     "VacuumReport",
     "WorkflowCheckpoint",

@@ -4,6 +4,7 @@ AgentThreadsError
 ├── ThreadNotFoundError, MessageNotFoundError, CheckpointNotFoundError   (+ LookupError)
 ├── SubThreadNotFoundError                                               (+ LookupError)
 ├── InvalidIdError, DuplicateMessageError                                (+ ValueError)
+├── UnansweredToolCallError                                              (+ ValueError)
 ├── ConflictError, StateConflictError
 ├── ReadOnlyError                                                        (+ TypeError)
 ├── NotLoadedError                                                       (+ RuntimeError)
@@ -78,6 +79,25 @@ class DuplicateMessageError(AgentThreadsError, ValueError):
         self.message_id = message_id
         self.thread_id = thread_id
         super().__init__(f"message {message_id!r} is already in thread {thread_id!r}")
+
+
+class UnansweredToolCallError(AgentThreadsError, ValueError):
+    """A view or request would send a tool call that has no result (policy "error").
+
+    A process stopped between a tool call and its result leaves the call unanswered;
+    providers reject a request holding it. Names the thread (None for a plain list of
+    messages), the message holding the call and the call_id.
+    """
+
+    def __init__(self, call_id: str, *, message_id: str, thread_id: str | None) -> None:
+        self.call_id = call_id
+        self.message_id = message_id
+        self.thread_id = thread_id
+        where = "the messages" if thread_id is None else f"thread {thread_id!r}"
+        super().__init__(
+            f"tool call {call_id!r} of message {message_id!r} in {where} has no result"
+            " (pass unanswered_tool_calls='interrupt' or 'drop' to send it anyway)"
+        )
 
 
 class ConflictError(AgentThreadsError):

@@ -1,7 +1,7 @@
 """The condensed sequence behind context views: what a view may show, in order, and why.
 
 The definitions every view follows (the incremental code below keeps them, and
-`tests/test_views.py` checks it against a naive reading of the same words):
+`tests/views/test_views.py` checks it against a naive reading of the same words):
 
 - **Visibility: later summaries win.** Walking from the newest message back, a message is
   hidden when its index lies in the range of a *visible* summary that comes after it; a
@@ -13,8 +13,13 @@ The definitions every view follows (the incremental code below keeps them, and
   is an *orphan*: left out of every view (a provider would reject it). Linked entries form a
   group; a view starts its newest part only at a cut that no group crosses.
 - **Kept-first messages** are the thread's first `keep_first` messages as written, extended
-  until every tool call among them has its result (orphan results among them are left out).
-  The entries that a view may add after them are those standing for something past them.
+  until every tool call among them has its result, if the thread holds one (orphan results
+  among them are left out). The entries that a view may add after them are those standing
+  for something past them.
+- **Answers.** A call of an entry is *unanswered* when no later entry links to it. What a
+  view shows for it (a synthetic result, nothing, or an error) is the policy of
+  `views.answers`, which also places each result right after its call; the token and
+  message counts of an entry are those of what the view shows for it.
 
 Appending a message costs O(1); appending a summary costs O(entries from its range on). A
 summary appended by hand whose range would make older messages reappear (it hides a summary
@@ -23,12 +28,13 @@ that reached further) is the one case that rebuilds from the messages (`NeedsReb
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Hashable, Sequence
 from typing import Protocol, cast
 
 from agent_threads.errors import MessageNotFoundError
 from agent_threads.messages import Message, SummaryPart, ToolCallPart, ToolResultPart
+from agent_threads.views.answers import Mode, presented
 
 _MAX_COUNTERS = 4
 """Token counts are memoized for this many counters at a time."""
@@ -49,6 +55,10 @@ def counter_key(counter: Counter) -> Hashable:
     return cast(Hashable, counter)  # hash() above proved it hashable
 
 
+_NO_ANSWERS: dict[str, int] = {}
+"""The answers of every entry holding no call (never written: only calls are answered)."""
+
+
 class NeedsRebuild(Exception):
     """A hand-made summary would make older messages reappear: rebuild from the messages."""
 
@@ -57,15 +67,21 @@ class Entry:
     """A visible message (or a summary standing for its range) and its place in the order."""
 
     __slots__ = (
+        "answered",
+        "answers",
         "calls",
         "end_id",
+        "in_place",
         "index",
+        "irregular",
         "last",
+        "links",
         "message",
         "pos",
         "raw",
         "reach",
         "results",
+        "split",
         "start_id",
         "tokens",
     )
@@ -84,6 +100,18 @@ class Entry:
         self.index = -1
         self.reach = -1
         self.tokens: dict[Hashable, int] = {}
+        self.links: tuple[Entry, ...] = ()
+        """The entry each of its results answers (set when linked)."""
+        self.answered: dict[str, int] = {} if self.calls else _NO_ANSWERS
+        """How many linked results answer each of its calls."""
+        self.answers = 0
+        """How many entries link to it."""
+        self.split = False
+        """Its results answer several entries, or stand beside other parts: a view splits it."""
+        self.in_place = True
+        """It is not a result, or only answers already follow its call up to it."""
+        self.irregular = False
+        """A view must rearrange it: split, out of place, or with unanswered calls."""
 
     @property
     def is_summary(self) -> bool:
@@ -94,6 +122,43 @@ class Entry:
         if tokens is None:
             tokens = self.tokens[key] = checked_count(counter, self.message)
         return tokens
+
+    def unanswered(self) -> tuple[str, ...]:
+        """Its calls no linked result answers."""
+        return tuple([c for c in self.calls if not self.answered.get(c)])
+
+    def has_unanswered(self) -> bool:
+        """Whether a call of it has no linked result."""
+        return not all(map(self.answered.get, self.calls))
+
+    def _form(self, mode: Mode) -> tuple[bool, tuple[str, ...]] | None:
+        """How a view shows it: None as written, else `(split, unanswered calls)`."""
+        if not self.irregular:  # most entries: no call left unanswered, nothing to split
+            return None
+        unanswered = () if mode in ("error", "keep") else self.unanswered()
+        return None if not self.split and not unanswered else (self.split, unanswered)
+
+    def weight(self, key: Hashable, counter: Counter, mode: Mode) -> int:
+        """The tokens of what a view shows for it under `mode`."""
+        form = self._form(mode)
+        if form is None:
+            return self.count(key, counter)
+        memo = (key, mode, form)
+        tokens = self.tokens.get(memo)
+        if tokens is None:
+            shown = presented(self.message, split=form[0], unanswered=form[1], mode=mode)
+            tokens = self.tokens[memo] = sum(
+                self.count(key, counter) if m is self.message else checked_count(counter, m)
+                for m in shown
+            )
+        return tokens
+
+    def size(self, mode: Mode) -> int:
+        """How many messages a view shows for it under `mode`."""
+        form = self._form(mode)
+        if form is None:
+            return 1
+        return len(presented(self.message, split=form[0], unanswered=form[1], mode=mode))
 
 
 def checked_count(counter: Counter, message: Message) -> int:
@@ -199,9 +264,12 @@ class Condensed:
         self._orphan_positions: list[int] = []
         self.summaries: dict[int, Entry] = {}
         self.blocks = _Blocks()
+        self.irregular: list[int] = []
+        """Indexes of the entries a view must rearrange (see `Entry.irregular`), sorted."""
         self._calls: dict[str, list[Entry]] = {}
-        self._cumulative: dict[Hashable, list[int]] = {}
-        self._counters: dict[Hashable, Counter] = {}
+        self._cumulative: dict[tuple[Hashable, Mode], list[int]] = {}
+        self._counters: dict[tuple[Hashable, Mode], Counter] = {}
+        self._sizes: dict[Mode, list[int]] = {}
 
     # -- building -------------------------------------------------------------------
 
@@ -290,17 +358,24 @@ class Condensed:
         """Remove the entries at `position` or later; return them in order."""
         i = bisect_left(self.positions, position)
         removed = self.entries[i:]
+        unanswered: list[Entry] = []
         for entry in reversed(removed):
             for call_id in reversed(entry.calls):
                 stack = self._calls[call_id]
                 stack.pop()
                 if not stack:
                     del self._calls[call_id]
+            self._unlink_results(entry, unanswered)
+            entry.answered, entry.answers = {} if entry.calls else _NO_ANSWERS, 0
         self.blocks.forget_from(i)
+        del self.irregular[bisect_left(self.irregular, i) :]
         del self.entries[i:]
         del self.positions[i:]
-        for cumulative in self._cumulative.values():
-            del cumulative[i + 1 :]
+        self._recount_from(i)
+        for target in unanswered:
+            if target.index < i:
+                self._reclassify(target)
+                self._recount_from(target.index)
         oi = bisect_left(self._orphan_positions, position)
         removed += self.orphans[oi:]
         del self.orphans[oi:]
@@ -311,6 +386,7 @@ class Condensed:
     def _link(self, entry: Entry) -> None:
         """Add `entry` after every other one, linking its tool results to their calls."""
         reach = len(self.entries)
+        targets: list[Entry] = []
         for call_id in entry.results:
             stack = self._calls.get(call_id)
             if not stack:
@@ -319,6 +395,7 @@ class Condensed:
                 self._orphan_positions.append(entry.pos)
                 self._remember_summary(entry)
                 return
+            targets.append(stack[-1])
             reach = min(reach, stack[-1].reach)
         entry.index, entry.reach = len(self.entries), reach
         self.entries.append(entry)
@@ -327,7 +404,75 @@ class Condensed:
             self._calls.setdefault(call_id, []).append(entry)
         if reach < entry.index:
             self.blocks.add(reach, entry.index)
+        self._link_results(entry, targets)
         self._remember_summary(entry)
+
+    # -- answers ----------------------------------------------------------------------
+
+    def _link_results(self, entry: Entry, targets: list[Entry]) -> None:
+        """Note which calls `entry`'s results answer, and whether a view must move it."""
+        if targets:
+            self._answer(entry, targets)
+        elif entry.calls:  # it asks and nothing answers it yet: the newest irregular entry
+            entry.irregular = True
+            self.irregular.append(entry.index)
+
+    def _answer(self, entry: Entry, targets: list[Entry]) -> None:
+        if len(targets) == 1:  # one result, as nearly always: the same, unrolled
+            target = targets[0]
+            entry.links = (target,)
+            entry.split = len(entry.message.contents) > 1
+            entry.in_place = entry.index == target.index + 1 + target.answers
+            target.answers += 1
+            if _add(target, entry.results[0], 1):
+                self._reclassify(target)
+                self._recount_from(target.index)
+            if entry.split or not entry.in_place:
+                self._reclassify(entry)
+            return
+        entry.links = tuple(targets)
+        distinct = list(dict.fromkeys(targets))
+        first = distinct[0]
+        entry.split = len(targets) < len(entry.message.contents) or len(distinct) > 1
+        entry.in_place = entry.index == first.index + 1 + first.answers
+        for target in distinct:
+            target.answers += 1
+        for call_id, target in zip(entry.results, targets, strict=True):
+            if _add(target, call_id, 1):  # answered now: shown as written again, maybe
+                self._reclassify(target)
+                self._recount_from(target.index)
+        if entry.split or not entry.in_place:
+            self._reclassify(entry)
+
+    def _unlink_results(self, entry: Entry, unanswered: list[Entry]) -> None:
+        """Undo `_link_results` for `entry`; collect the entries left with an unanswered call."""
+        for target in dict.fromkeys(entry.links):
+            target.answers -= 1
+        for call_id, target in zip(entry.results, entry.links, strict=True):
+            if _add(target, call_id, -1):
+                unanswered.append(target)
+        entry.links, entry.split, entry.in_place, entry.irregular = (), False, True, False
+
+    def _reclassify(self, entry: Entry) -> None:
+        """Keep `irregular` (the entries a view must rearrange) up to date for `entry`."""
+        irregular = entry.split or not entry.in_place or entry.has_unanswered()
+        if irregular != entry.irregular:
+            entry.irregular = irregular
+            if irregular:
+                insort(self.irregular, entry.index)
+            else:
+                del self.irregular[bisect_left(self.irregular, entry.index)]
+
+    def _recount_from(self, index: int) -> None:
+        """Forget running totals past entry `index` (its weight changed, or it is gone)."""
+        for totals in self._cumulative.values():
+            del totals[index + 1 :]
+        for totals in self._sizes.values():
+            del totals[index + 1 :]
+
+    def is_regular_from(self, index: int) -> bool:
+        """Whether a view shows entries `index..` as they are (nothing to move or answer)."""
+        return bisect_left(self.irregular, index) == len(self.irregular)
 
     def _remember_summary(self, entry: Entry) -> None:
         if entry.is_summary:
@@ -335,21 +480,34 @@ class Condensed:
 
     # -- token counts -----------------------------------------------------------------
 
-    def cumulative(self, counter: Counter) -> tuple[Hashable, list[int]]:
-        """The counter's key and the running token totals of the entries (`[0, t0, t0+t1, ...]`)."""
+    def cumulative(self, counter: Counter, mode: Mode) -> tuple[Hashable, list[int]]:
+        """The counter's key and the running token totals of the entries (`[0, t0, t0+t1, ...]`).
+
+        Each entry counts what a view shows for it under `mode` (a synthetic result too).
+        """
         key = counter_key(counter)
-        cumulative = self._cumulative.get(key)
+        slot = (key, mode)
+        cumulative = self._cumulative.get(slot)
         if cumulative is None:
             if len(self._cumulative) >= _MAX_COUNTERS:
                 oldest = next(iter(self._cumulative))
                 del self._cumulative[oldest], self._counters[oldest]
-            cumulative = self._cumulative[key] = [0]
-            self._counters[key] = counter  # keeps an id-keyed counter alive
+            cumulative = self._cumulative[slot] = [0]
+            self._counters[slot] = counter  # keeps an id-keyed counter alive
         total = cumulative[-1]
         for entry in self.entries[len(cumulative) - 1 :]:
-            total += entry.count(key, counter)
+            total += entry.weight(key, counter, mode)
             cumulative.append(total)
         return key, cumulative
+
+    def sizes(self, mode: Mode) -> list[int]:
+        """The running totals of the messages a view shows for the entries under `mode`."""
+        sizes = self._sizes.setdefault(mode, [0])
+        total = sizes[-1]
+        for entry in self.entries[len(sizes) - 1 :]:
+            total += entry.size(mode)
+            sizes.append(total)
+        return sizes
 
     # -- condensation -----------------------------------------------------------------
 
@@ -417,3 +575,10 @@ class Condensed:
                     f" it would separate tool call(s) {list(entry.results)} from their"
                     f" result in message {entry.message.id!r}"
                 )
+
+
+def _add(entry: Entry, call_id: str, step: int) -> bool:
+    """Add `step` to the results answering `call_id` of `entry`; True if it is (un)answered now."""
+    before = entry.answered.get(call_id, 0)
+    entry.answered[call_id] = before + step
+    return (before == 0) != (before + step == 0)

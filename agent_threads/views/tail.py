@@ -5,8 +5,10 @@ is hidden only by summaries after it, so walking back, the range of a visible su
 skipped without being read. A lazy handle reads its kept-first messages, then pages of
 messages from the newest back to where the budget runs out and every tool result it met
 has found its call. It falls back to reading the whole thread (the forward fold) in the
-rare cases this walk cannot settle alone: the view overflows, or a tool result finds no
-call before it.
+rare cases this walk cannot settle alone: the view overflows, a tool result finds no
+call before it, or one message holds results answering calls of several messages. Walking
+back, a call's results have all been met by the time the call is: whether it is answered
+(and so what the view shows for it) is known before it is weighed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Protocol
 
 from agent_threads.errors import MessageNotFoundError
 from agent_threads.messages import Message, SummaryPart
+from agent_threads.views.answers import Mode, arrange
 from agent_threads.views.condensed import Counter, Entry, Intervals, counter_key
 from agent_threads.views.window import Limits, Prefix, Selection
 
@@ -100,40 +103,83 @@ async def _entries_backward(thread: TailSource, pages: _Pages) -> AsyncIterator[
 
 
 async def tail_select(
-    thread: TailSource, limits: Limits, counter: Counter, memo: dict[tuple[Hashable, str], int]
+    thread: TailSource,
+    limits: Limits,
+    counter: Counter,
+    memo: dict[tuple[Hashable, str], int],
+    *,
+    mode: Mode,
+    thread_id: str | None,
 ) -> Selection | None:
-    """The view, read from the end; None when the whole thread must be read instead."""
+    """The view, read from the end; None when the whole thread must be read instead.
+
+    Raises:
+        UnansweredToolCallError: mode "error" and the view holds a call without result.
+    """
     pages = _Pages(thread)
     prefix = await _prefix(thread, limits.keep_first)
     key = counter_key(counter)
-    prefix_tokens = prefix.tokens(key, counter)
-    tokens = None if limits.max_tokens is None else limits.max_tokens - prefix_tokens
-    count = None if limits.max_messages is None else limits.max_messages - len(prefix.messages)
+    kept_tokens = prefix.tokens(key, counter, mode)
+    kept_size = prefix.size(key, counter, mode)
+    tokens = None if limits.max_tokens is None else limits.max_tokens - kept_tokens
+    count = None if limits.max_messages is None else limits.max_messages - kept_size
     if (tokens is not None and tokens < 0) or (count is not None and count < 0):
         return None
     window: list[Entry] = []
-    used, best = 0, 0
+    weights: list[int] = []
+    used, shown, best = 0, 0, 0
     breaker: Entry | None = None  # the newest entry that did not fit
-    open_results: set[str] = set()
+    results = _OpenResults()
     async for entry in _entries_backward(thread, pages):
-        open_results.difference_update(entry.calls)
-        open_results.update(entry.results)
+        if not results.meet(entry):
+            return None  # one message answers calls of several: read the whole thread
         if breaker is None and entry.last >= prefix.end:
-            size = _tokens(entry, key, counter, memo)
+            size, messages = _weight(entry, key, counter, memo, mode), entry.size(mode)
             if (tokens is not None and used + size > tokens) or (
-                count is not None and len(window) + 1 > count
+                count is not None and shown + messages > count
             ):
                 breaker = entry
             else:
-                used += size
+                used, shown = used + size, shown + messages
                 window.append(entry)
-                best = best if open_results else len(window)
-        if breaker is not None and not open_results:
+                weights.append(size)
+                best = best if results.open else len(window)
+        if breaker is not None and not results.open:
             below = window[best] if best < len(window) else breaker
-            return await _selection(pages, prefix, prefix_tokens, window[:best], below, key)
-    if breaker is None and not open_results and window:  # everything fits
-        return await _selection(pages, prefix, prefix_tokens, window, None, key)
+            tokens_shown = kept_tokens + sum(weights[:best])
+            return await _selection(
+                pages, prefix, tokens_shown, window[:best], below, mode, thread_id
+            )
+    if breaker is None and not results.open and window:  # everything fits
+        return await _selection(pages, prefix, kept_tokens + used, window, None, mode, thread_id)
     return None  # a result found no call, or nothing to show: read the whole thread
+
+
+class _OpenResults:
+    """The results met walking back whose calls are not met yet, linked as the forward fold does."""
+
+    def __init__(self) -> None:
+        self.open: set[str] = set()
+        self._several: list[tuple[Entry, set[str]]] = []  # entries with more than one result
+
+    def meet(self, entry: Entry) -> bool:
+        """Link `entry`'s calls to the results met; False if one entry's results split up."""
+        answered = self.open.intersection(entry.calls)
+        if answered:
+            for other, waiting in list(self._several):
+                if waiting & answered:
+                    if not waiting <= answered:
+                        return False
+                    self._several.remove((other, waiting))
+            self.open -= answered
+            entry.answered = dict.fromkeys(answered, 1)
+        if entry.results:
+            self.open.update(entry.results)
+            entry.split = len(entry.results) < len(entry.message.contents)
+            if len(set(entry.results)) > 1:
+                self._several.append((entry, set(entry.results)))
+        entry.irregular = entry.split or entry.has_unanswered()
+        return True
 
 
 async def _prefix(thread: TailSource, keep_first: int) -> Prefix:
@@ -141,28 +187,29 @@ async def _prefix(thread: TailSource, keep_first: int) -> Prefix:
     upto = min(thread.head, keep_first + 8)
     while True:
         prefix.advance(await thread.get_messages(0, upto))
-        if not prefix.wants_more() or upto >= thread.head:
+        if not prefix.is_open or upto >= thread.head:
             return prefix
         upto = min(thread.head, upto * 2)
 
 
-def _tokens(
-    entry: Entry, key: Hashable, counter: Counter, memo: dict[tuple[Hashable, str], int]
+def _weight(
+    entry: Entry, key: Hashable, counter: Counter, memo: dict[tuple[Hashable, str], int], mode: Mode
 ) -> int:
     remembered = memo.get((key, entry.message.id))
     if remembered is None:
         remembered = memo[(key, entry.message.id)] = entry.count(key, counter)
     entry.tokens[key] = remembered
-    return remembered
+    return entry.weight(key, counter, mode)
 
 
 async def _selection(
     pages: _Pages,
     prefix: Prefix,
-    prefix_tokens: int,
+    tokens: int,
     shown: list[Entry],
     below: Entry | None,
-    key: Hashable,
+    mode: Mode,
+    thread_id: str | None,
 ) -> Selection | None:
     if not shown:
         return None  # not even the newest group fits: the forward path reports the overflow
@@ -171,8 +218,9 @@ async def _selection(
     if below is not None:
         first_id = (await pages.get(prefix.end)).id
         dropped.append((prefix.end, below.last, first_id, below.end_id))
+    messages = [*prefix.messages, *(e.message for e in reversed(shown))]
     return Selection(
-        messages=(*prefix.messages, *(e.message for e in reversed(shown))),
-        tokens=prefix_tokens + sum(e.tokens[key] for e in shown),
+        messages=tuple(arrange(messages, mode, thread_id=thread_id)),
+        tokens=tokens,
         dropped=sorted(dropped),
     )

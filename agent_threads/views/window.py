@@ -1,7 +1,8 @@
 """The window of a view: the kept-first messages, then the newest entries that fit.
 
 Works on the condensed sequence of `_condensed` (whose docstring states the rules); costs
-O(log n) plus the size of the result.
+O(log n) plus the size of the result. The messages chosen are then put in the shape a
+provider takes (`views.answers.arrange`), which is skipped when nothing in them needs it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from agent_threads.errors import ContextOverflowError
 from agent_threads.messages import Message, ToolCallPart, ToolResultPart
+from agent_threads.views.answers import Mode, arrange
 from agent_threads.views.condensed import Condensed, Counter, Entry, checked_count
 
 
@@ -24,34 +26,103 @@ class Prefix:
         self.messages: list[Message] = []
         self.orphans: list[int] = []
         self._pending: set[str] = set()
-        self._calls: set[str] = set()
+        self._latest: dict[str, int] = {}  # call_id -> the kept message holding it last
+        self._answers: dict[int, int] = {}  # kept message -> messages answering it
+        self._moved = False  # a kept result is split or not right after its call
+        self._ahead: dict[str, int] = {}  # call_id -> latest result seen from `end` on
+        self._scanned = 0
         self._tokens: dict[Hashable, tuple[int, int]] = {}
+        self._shown: dict[tuple[Hashable, Mode], tuple[int, int, int]] = {}
+        self._counts: dict[tuple[Hashable, str, int, tuple[str, ...]], int] = {}
 
-    def wants_more(self) -> bool:
-        """Whether the next message would join (the prefix is short or a call awaits)."""
+    @property
+    def is_open(self) -> bool:
+        """Whether it may still grow: short of `keep_first`, or a kept call has no result."""
         return self.end < self.keep_first or bool(self._pending)
 
+    @property
+    def is_regular(self) -> bool:
+        """Whether a view shows the kept messages as they are (see `views.answers`)."""
+        return not self._moved and not self._pending
+
+    def wants_more(self, raw: Sequence[Message]) -> bool:
+        """Whether `raw[end]` joins: the prefix is short, or `raw` answers a kept call later."""
+        return self.end < self.keep_first or (bool(self._pending) and self._answered_ahead(raw))
+
+    def _answered_ahead(self, raw: Sequence[Message]) -> bool:
+        """Whether `raw` holds a result for a pending call at `end` or later (reads ahead once)."""
+        self._scanned = max(self._scanned, self.end)
+        while not any(self._ahead.get(c, -1) >= self.end for c in self._pending):
+            if self._scanned >= len(raw):
+                return False
+            for part in raw[self._scanned].contents:
+                if isinstance(part, ToolResultPart):
+                    self._ahead[part.call_id] = self._scanned
+            self._scanned += 1
+        return True
+
     def advance(self, raw: Sequence[Message]) -> None:
-        """Take in messages while short of `keep_first` or while a call awaits its result."""
-        while self.end < len(raw) and self.wants_more():
+        """Take in messages while short of `keep_first` or while `raw` answers a kept call."""
+        while self.end < len(raw) and self.wants_more(raw):
             message = raw[self.end]
             results = [p.call_id for p in message.contents if isinstance(p, ToolResultPart)]
-            if all(call_id in self._calls for call_id in results):
-                self.messages.append(message)
-                self._pending.difference_update(results)
-                calls = [p.call_id for p in message.contents if isinstance(p, ToolCallPart)]
-                self._calls.update(calls)
-                self._pending.update(calls)
+            if all(call_id in self._latest for call_id in results):
+                self._keep(message, results)
             else:
                 self.orphans.append(self.end)
             self.end += 1
+        if not self.is_open:
+            self._ahead = {}  # complete for good: nothing more to look ahead for
 
-    def tokens(self, key: Hashable, counter: Counter) -> int:
+    def _keep(self, message: Message, results: list[str]) -> None:
+        kept = len(self.messages)
+        if results:
+            targets = list(dict.fromkeys(self._latest[c] for c in results))
+            before = self._answers.get(targets[0], 0)
+            if (
+                len(targets) > 1
+                or len(results) < len(message.contents)
+                or kept != targets[0] + 1 + before
+            ):
+                self._moved = True
+            for target in targets:
+                self._answers[target] = self._answers.get(target, 0) + 1
+        self.messages.append(message)
+        self._pending.difference_update(results)
+        calls = [p.call_id for p in message.contents if isinstance(p, ToolCallPart)]
+        self._latest.update(dict.fromkeys(calls, kept))
+        self._pending.update(calls)
+
+    def tokens(self, key: Hashable, counter: Counter, mode: Mode) -> int:
+        """The tokens of what a view shows for the kept messages under `mode`."""
+        if not self.is_regular:
+            return self._shown_form(key, counter, mode)[0]
         counted, total = self._tokens.get(key, (0, 0))
         for message in self.messages[counted:]:
             total += checked_count(counter, message)
         self._tokens[key] = (len(self.messages), total)
         return total
+
+    def size(self, key: Hashable, counter: Counter, mode: Mode) -> int:
+        """How many messages a view shows for the kept messages under `mode`."""
+        return len(self.messages) if self.is_regular else self._shown_form(key, counter, mode)[1]
+
+    def _shown_form(self, key: Hashable, counter: Counter, mode: Mode) -> tuple[int, int]:
+        """Tokens and size of the kept messages once arranged (recomputed when they grow)."""
+        shown = self._shown.get((key, mode))
+        if shown is None or shown[0] != len(self.messages):
+            arranged = arrange(self.messages, "keep" if mode == "error" else mode)
+            tokens = sum(self._count(key, counter, m) for m in arranged)
+            shown = self._shown[(key, mode)] = (len(self.messages), tokens, len(arranged))
+        return shown[1], shown[2]
+
+    def _count(self, key: Hashable, counter: Counter, message: Message) -> int:
+        calls = tuple(p.call_id for p in message.contents if isinstance(p, ToolCallPart))
+        memo = (key, message.id, len(message.contents), calls)
+        tokens = self._counts.get(memo)
+        if tokens is None:
+            tokens = self._counts[memo] = checked_count(counter, message)
+        return tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,20 +143,65 @@ class Selection:
     dropped: list[tuple[int, int, str, str]]
 
 
+class _Measure:
+    """One additive measure (tokens, or messages) of the entries after the kept-first ones.
+
+    Running totals over `entries`, and the values of the `head` entries.
+    """
+
+    def __init__(self, cum: list[int], head: list[int], split: int) -> None:
+        self.cum = cum
+        self.head = head
+        self.split = split
+
+    def suffix(self, j: int) -> int:
+        """The measure of the tail's entries from `j` on."""
+        h = len(self.head)
+        if j >= h:
+            return self.cum[-1] - self.cum[self.split + j - h]
+        return sum(self.head[j:]) + self.cum[-1] - self.cum[self.split]
+
+    def first_within(self, budget: int) -> int:
+        """The smallest j whose suffix is within `budget` (>= 0)."""
+        i = bisect_left(self.cum, self.cum[-1] - budget, lo=self.split)
+        if i > self.split:
+            return len(self.head) + i - self.split
+        return next(k for k in range(len(self.head) + 1) if self.suffix(k) <= budget)
+
+
 class _Tail:
     """The entries a view may show after the kept-first messages, indexed `0 .. size`.
 
     They are `head` (summaries placed among the kept-first messages but reaching past
-    them; usually none) followed by `entries[split:]`.
+    them; usually none) followed by `entries[split:]`. Their tokens and message counts are
+    those of what the view shows for them under `mode` (see `Entry.weight`).
     """
 
-    def __init__(self, condensed: Condensed, kept_end: int, key: Hashable, cum: list[int]):
+    def __init__(
+        self,
+        condensed: Condensed,
+        kept_end: int,
+        counter: Counter,
+        mode: Mode,
+    ) -> None:
         self.c = condensed
+        self.counter = counter
+        self.mode = mode
         self.split = bisect_left(condensed.positions, kept_end)
         self.head = [e for e in condensed.entries[: self.split] if e.last >= kept_end]
-        self.key = key
-        self.cum = cum
         self.size = len(self.head) + len(condensed.entries) - self.split
+        self.key, cum = condensed.cumulative(counter, mode)
+        weights = [e.weight(self.key, counter, mode) for e in self.head] if self.head else []
+        self.tokens = _Measure(cum, weights, self.split)
+        self._sizes: _Measure | None = None
+
+    @property
+    def sizes(self) -> _Measure:
+        """Message counts (computed on first use: only a message budget needs them)."""
+        if self._sizes is None:
+            sizes = [e.size(self.mode) for e in self.head]
+            self._sizes = _Measure(self.c.sizes(self.mode), sizes, self.split)
+        return self._sizes
 
     def entry(self, j: int) -> Entry:
         h = len(self.head)
@@ -96,25 +212,19 @@ class _Tail:
         head = [e.message for e in self.head[j:]]
         return head + [e.message for e in self.c.entries[self.split + max(0, j - h) :]]
 
-    def tokens_from(self, j: int) -> int:
-        h = len(self.head)
-        if j >= h:
-            return self.cum[-1] - self.cum[self.split + j - h]
-        head = sum(e.tokens[self.key] for e in self.head[j:])
-        return head + self.cum[-1] - self.cum[self.split]
+    def is_regular_from(self, j: int) -> bool:
+        """Whether entries `j..` are shown as they are (no answer to place, split or add)."""
+        if j < len(self.head):
+            return False
+        first = self.split + j - len(self.head)
+        # from a cut past the first, next_valid saw to it that no tool group crosses it
+        crosses = j == 0 and self.c.blocks.containing(first) is not None
+        return not crosses and self.c.is_regular_from(first)
 
     def first_fitting(self, tokens: int | None, messages: int | None) -> int:
-        """The smallest j whose suffix fits both budgets (`size + 1` if none does)."""
-        j = 0 if messages is None else max(0, self.size - messages)
-        if tokens is not None:
-            i = bisect_left(self.cum, self.cum[-1] - tokens, lo=self.split)
-            if i > self.split:
-                j = max(j, len(self.head) + i - self.split)
-            else:
-                j = max(
-                    j, next(k for k in range(len(self.head) + 1) if self.tokens_from(k) <= tokens)
-                )
-        return j
+        """The smallest j whose suffix fits both budgets."""
+        j = 0 if messages is None else self.sizes.first_within(messages)
+        return j if tokens is None else max(j, self.tokens.first_within(tokens))
 
     def next_valid(self, j: int) -> int:
         """The smallest cut at or after j that no tool group crosses."""
@@ -149,51 +259,58 @@ def select(
     limits: Limits,
     counter: Counter,
     *,
+    mode: Mode,
     thread_id: str | None,
 ) -> Selection:
     """The view: kept-first messages, then the newest entries that fit from a valid cut.
 
-    Costs O(log n) plus the size of the result.
+    Costs O(log n) plus the size of the result. Calls without results are treated by
+    `mode` (see `views.answers`), whose synthetic results count against the budgets.
 
     Raises:
         ContextOverflowError: the kept-first messages and the newest group do not fit.
+        UnansweredToolCallError: mode "error" and the view holds a call without result.
     """
-    key, cum = condensed.cumulative(counter)
-    prefix_tokens = prefix.tokens(key, counter)
-    tail = _Tail(condensed, prefix.end, key, cum)
-    token_budget = None if limits.max_tokens is None else limits.max_tokens - prefix_tokens
-    message_budget = (
-        None if limits.max_messages is None else limits.max_messages - len(prefix.messages)
-    )
+    tail = _Tail(condensed, prefix.end, counter, mode)
+    kept = prefix.tokens(tail.key, counter, mode)
+    token_budget = None if limits.max_tokens is None else limits.max_tokens - kept
+    message_budget = None
+    if limits.max_messages is not None:
+        message_budget = limits.max_messages - prefix.size(tail.key, counter, mode)
     start = tail.size + 1
     if (token_budget is None or token_budget >= 0) and (
         message_budget is None or message_budget >= 0
     ):
         start = tail.next_valid(tail.first_fitting(token_budget, message_budget))
     if start > tail.size or (start == tail.size and tail.size > 0):
-        _overflow(tail, prefix, prefix_tokens, limits, thread_id)
-    shown = tail.messages_from(start)
+        _overflow(tail, prefix, kept, limits, thread_id)
+    if prefix.is_regular and tail.is_regular_from(start):
+        shown = (*prefix.messages, *tail.messages_from(start))
+    else:
+        shown = tuple(
+            arrange([*prefix.messages, *tail.messages_from(start)], mode, thread_id=thread_id)
+        )
     return Selection(
-        messages=(*prefix.messages, *shown),
-        tokens=prefix_tokens + tail.tokens_from(start),
+        messages=shown,
+        tokens=kept + tail.tokens.suffix(start),
         dropped=_dropped(tail, prefix, start),
     )
 
 
 def _overflow(
-    tail: _Tail, prefix: Prefix, prefix_tokens: int, limits: Limits, thread_id: str | None
+    tail: _Tail, prefix: Prefix, kept_tokens: int, limits: Limits, thread_id: str | None
 ) -> None:
     group = tail.previous_valid(tail.size - 1) if tail.size else 0
-    kept = len(prefix.messages)
-    tokens = prefix_tokens + tail.tokens_from(group)
-    messages = kept + tail.size - group
+    tokens = kept_tokens + tail.tokens.suffix(group)
+    kept = prefix.size(tail.key, tail.counter, tail.mode)
+    newest = tail.sizes.suffix(group)
     if limits.max_tokens is not None and tokens > limits.max_tokens:
         needed, limit, unit = tokens, limits.max_tokens, "tokens"
     else:
         assert limits.max_messages is not None
-        needed, limit, unit = messages, limits.max_messages, "messages"
+        needed, limit, unit = kept + newest, limits.max_messages, "messages"
     raise ContextOverflowError(
-        thread_id, needed=needed, limit=limit, unit=unit, kept=kept, group=tail.size - group
+        thread_id, needed=needed, limit=limit, unit=unit, kept=kept, group=newest
     )
 
 

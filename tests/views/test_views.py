@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -35,6 +35,7 @@ from agent_threads import (
     tool_call,
 )
 from agent_threads.views import condensed as condensed_module
+from agent_threads.views.answers import arrange
 from agent_threads.views.context import ViewCache, build_view
 
 
@@ -158,7 +159,11 @@ def _ref_prefix(
     end, pending, calls = 0, set[str](), set[str]()
     kept: list[Message] = []
     orphans: list[int] = []
-    while end < len(messages) and (end < keep_first or pending):
+
+    def answered_later(call_id: str) -> bool:  # the thread holds a result for it from `end` on
+        return any(call_id in _results(m) for m in messages[end:])
+
+    while end < len(messages) and (end < keep_first or any(map(answered_later, pending))):
         m = messages[end]
         if all(c in calls for c in _results(m)):
             kept.append(m)
@@ -177,27 +182,36 @@ def reference_view(
     max_messages: int | None = None,
     keep_first: int = 0,
     counter: TokenCounter,
+    unanswered_tool_calls: str = "interrupt",
 ) -> ContextView | str:
-    """The view by the words of the rules, in O(n^2); "overflow" when it cannot fit."""
+    """The view by the words of the rules, in O(n^3); "overflow" when it cannot fit.
+
+    The budgets hold what the view shows: its messages arranged for a provider (answers
+    right after their calls, and what the policy puts for a call without result).
+    """
     entries, orphans, groups = _ref_groups(messages, _ref_visible(messages))
     end, kept, kept_orphans = _ref_prefix(messages, keep_first)
     tail = [k for k, e in enumerate(entries) if e.last >= end]
     size = len(tail)
+    mode: Any = "keep" if unanswered_tool_calls == "error" else unanswered_tool_calls
+
+    def chosen(j: int) -> list[Message]:
+        return [*kept, *(messages[entries[k].raw] for k in tail[j:])]
 
     def tokens(j: int) -> int:
-        shown = [*kept, *(messages[entries[k].raw] for k in tail[j:])]
-        return sum(counter.count(m) for m in shown)
+        return sum(counter.count(m) for m in arrange(chosen(j), mode))
 
     def allowed(j: int) -> bool:
         cut_ok = j in (0, size) or not any(min(g) < tail[j] <= max(g) for g in groups)
         fits = (max_tokens is None or tokens(j) <= max_tokens) and (
-            max_messages is None or len(kept) + size - j <= max_messages
+            max_messages is None or len(arrange(chosen(j), mode)) <= max_messages
         )
         return cut_ok and fits
 
     start = next((j for j in range(size + 1) if allowed(j)), None)
     if start is None or (start == size and size > 0):
         return "overflow"
+    shown = arrange(chosen(start), cast(Any, unanswered_tool_calls))
     dropped = [(i, i) for i in kept_orphans]
     gap_end = entries[tail[start - 1]].last if start > 0 else -1
     if start > 0:
@@ -205,7 +219,7 @@ def reference_view(
     dropped += [(max(o.pos, end), o.last) for o in orphans if o.last >= end and o.pos > gap_end]
     ids = [m.id for m in messages]
     return ContextView(
-        messages=(*kept, *(messages[entries[k].raw] for k in tail[start:])),
+        messages=tuple(shown),
         tokens=tokens(start),
         dropped=tuple(DroppedRange(a, b, ids[a], ids[b]) for a, b in sorted(dropped)),
     )
