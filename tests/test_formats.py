@@ -21,9 +21,11 @@ from agent_threads import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
+    UnansweredToolCallError,
     tool_call,
 )
 from agent_threads.formats import anthropic, openai
+from agent_threads.views.answers import INTERRUPTED
 
 try:  # the openai SDK speaks httpx2 from version 3 on, httpx before
     import httpx2 as http
@@ -104,7 +106,7 @@ def test_openai_output_validates_against_the_sdk_request_types() -> None:
         Message.assistant(tool_calls=[tool_call("noop")]),
         Message.tool_result("call_x", {"ok": True, "items": [1, 2]}),
     ]
-    out = openai.to_messages(messages)
+    out = openai.to_messages(messages, unanswered_tool_calls="keep")  # as written
     assert validated(out) == out
     assert out[6]["content"][1] == {
         "type": "image_url",
@@ -271,7 +273,7 @@ def test_anthropic_separates_the_system_prompt_and_merges_parallel_results() -> 
 def test_anthropic_keeps_thinking_with_its_signature() -> None:
     thinking = ThinkingPart(text="The user wants weather.", signature="EqQBCkYIBx...")
     message = Message.assistant("Checking.", thinking=thinking, tool_calls=[tool_call("w")])
-    _, out = anthropic.to_messages([message])
+    _, out = anthropic.to_messages([message], unanswered_tool_calls="keep")  # one message
     assert out[0]["content"][0] == {
         "type": "thinking",
         "thinking": "The user wants weather.",
@@ -422,3 +424,170 @@ def test_the_sdk_type_check_rejects_a_malformed_request() -> None:
     ):
         with pytest.raises(ValueError):
             validated(request)
+
+
+# -- tool calls without results ---------------------------------------------------------------
+
+
+def crashed(*, text: str | None = "Checking.") -> list[Message]:
+    """A conversation whose process was killed between a tool call and its result."""
+    return [
+        Message.system("You are a travel agent."),
+        Message.user("Weather in Porto?"),
+        Message.assistant(text, tool_calls=[tool_call("get_weather", {"city": "Porto"})]),
+        Message.user("Hello? Are you still there?"),
+    ]
+
+
+def assert_openai_answers_every_call(request: list[dict[str, Any]]) -> None:
+    """Chat Completions' rule: tool_calls answered by tool messages right after, and only there."""
+    waiting: set[str] = set()
+    for message in request:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in waiting, f"{message} answers no call before it"
+            waiting.remove(message["tool_call_id"])
+            continue
+        assert not waiting, f"calls {waiting} are not answered before {message}"
+        waiting = {call["id"] for call in message.get("tool_calls", [])}
+    assert not waiting, f"calls {waiting} end the request unanswered"
+
+
+def assert_anthropic_answers_every_call(messages: list[dict[str, Any]]) -> None:
+    """Messages API rules: roles alternate; tool_use answered first thing in the next message."""
+    waiting: set[str] = set()
+    for before, message in zip([None, *messages], messages, strict=False):
+        assert before is None or before["role"] != message["role"]
+        blocks = message["content"]
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        assert [b["type"] for b in blocks[: len(results)]] == ["tool_result"] * len(results)
+        assert set(results) == waiting and len(results) == len(waiting)
+        uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        waiting = set(uses) if message["role"] == "assistant" else set()
+    assert not waiting, f"tool_use {waiting} ends the request unanswered"
+
+
+def test_openai_sends_an_interrupted_result_for_a_call_without_one() -> None:
+    messages = crashed()
+    call_id = messages[2].tool_calls[0].call_id
+    out = openai.to_messages(messages)
+    assert out[3] == {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED}
+    assert out[4] == {"role": "user", "content": "Hello? Are you still there?"}
+    assert validated(out) == out
+    assert_openai_answers_every_call(out)
+
+
+def test_anthropic_sends_an_interrupted_error_result_for_a_call_without_one() -> None:
+    messages = crashed()
+    call_id = messages[2].tool_calls[0].call_id
+    _, out = anthropic.to_messages(messages)
+    assert out[2] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": INTERRUPTED,
+                "is_error": True,
+            },
+            {"type": "text", "text": "Hello? Are you still there?"},
+        ],
+    }
+    assert_anthropic_answers_every_call(out)
+
+
+def test_a_request_ending_with_a_call_gets_its_interrupted_result() -> None:
+    messages = crashed()[:3]  # the newest message's tools never reported back
+    request = openai.to_messages(messages)
+    assert request[-1]["role"] == "tool" and request[-1]["content"] == INTERRUPTED
+    assert_openai_answers_every_call(request)
+    _, out = anthropic.to_messages(messages)
+    assert out[-1]["content"][0]["is_error"] is True
+    assert_anthropic_answers_every_call(out)
+
+
+def test_drop_sends_neither_the_call_nor_a_message_it_leaves_empty() -> None:
+    request = openai.to_messages(crashed(), unanswered_tool_calls="drop")
+    assert request[2] == {"role": "assistant", "content": "Checking."}
+    assert [m["role"] for m in request] == ["system", "user", "assistant", "user"]
+    bare = openai.to_messages(crashed(text=None), unanswered_tool_calls="drop")
+    assert [m["role"] for m in bare] == ["system", "user", "user"]
+    _, out = anthropic.to_messages(crashed(text=None), unanswered_tool_calls="drop")
+    assert [m["role"] for m in out] == ["user"]  # the two user messages merge
+    assert_anthropic_answers_every_call(out)
+
+
+@pytest.mark.parametrize("convert", [openai.to_messages, anthropic.to_messages])
+def test_error_names_the_message_and_the_call(convert: Any) -> None:
+    messages = crashed()
+    with pytest.raises(UnansweredToolCallError) as caught:
+        convert(messages, unanswered_tool_calls="error")
+    assert caught.value.message_id == messages[2].id
+    assert caught.value.call_id == messages[2].tool_calls[0].call_id
+    assert caught.value.thread_id is None
+
+
+@pytest.mark.parametrize("convert", [openai.to_messages, anthropic.to_messages])
+def test_an_unknown_policy_is_refused_by_the_converters(convert: Any) -> None:
+    with pytest.raises(ValueError, match="unanswered_tool_calls"):
+        convert([Message.user("hi")], unanswered_tool_calls="ignore")
+
+
+def test_a_result_written_after_other_messages_is_sent_right_after_its_call() -> None:
+    call = tool_call("slow")
+    messages = [
+        Message.user("go"),
+        Message.assistant(tool_calls=[call]),
+        Message.user("any news?"),
+        Message.tool_result(call.call_id, "done"),
+    ]
+    request = openai.to_messages(messages)
+    assert [m["role"] for m in request] == ["user", "assistant", "tool", "user"]
+    assert_openai_answers_every_call(request)
+    _, out = anthropic.to_messages(messages)
+    assert_anthropic_answers_every_call(out)
+
+
+async def test_a_view_of_a_crashed_thread_is_a_valid_request_in_both_formats() -> None:
+    thread = await ChatMessageThread.create()
+    await thread.on_new_messages([*crashed(), Message.assistant("Yes, sorry.")])
+    for policy in ("interrupt", "drop"):
+        view = await thread.view(keep_first=1, unanswered_tool_calls=policy)
+        request = openai.to_messages(view, unanswered_tool_calls="error")  # nothing left to fix
+        assert validated(request) == request
+        assert_openai_answers_every_call(request)
+        assert request == openai.to_messages(view.messages, unanswered_tool_calls="keep")
+        assert_anthropic_answers_every_call(anthropic.to_messages(view).messages)
+
+
+@st.composite
+def interrupted_messages(draw: st.DrawFn) -> list[Message]:
+    """Conversations where calls may never be answered, or be answered after other messages."""
+    out: list[Message] = []
+    waiting: list[str] = []
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(st.sampled_from(["user", "assistant", "tools", "result"]))
+        if kind == "result" and waiting:
+            call_id = waiting.pop(draw(st.integers(0, len(waiting) - 1)))
+            out.append(Message.tool_result(call_id, draw(_TEXT)))
+        elif kind == "tools":
+            calls = [tool_call("a", draw(_ARGS)) for _ in range(draw(st.integers(1, 3)))]
+            out.append(Message.assistant(draw(st.none() | st.just("t")), tool_calls=calls))
+            waiting += [c.call_id for c in calls]
+        elif kind == "assistant":
+            out.append(Message.assistant(draw(st.text(min_size=1, max_size=10))))
+        else:
+            out.append(Message.user(draw(st.text(min_size=1, max_size=10))))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(conversation_=interrupted_messages(), policy=st.sampled_from(["interrupt", "drop"]))
+def test_any_conversation_with_lost_results_is_a_valid_request(
+    conversation_: list[Message], policy: Any
+) -> None:
+    request = openai.to_messages(conversation_, unanswered_tool_calls=policy)
+    assert validated(request) == request
+    assert_openai_answers_every_call(request)
+    _, out = anthropic.to_messages(conversation_, unanswered_tool_calls=policy)
+    if out:
+        assert_anthropic_answers_every_call(out)

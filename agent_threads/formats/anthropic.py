@@ -15,6 +15,10 @@ Mapping (what is lost is said here once):
 - Consecutive messages of the same API role are merged into one message (the results of
   parallel tool calls go back together, as the API asks); `from_messages` splits every
   tool result into a tool message of its own again.
+- Tool results go right after the message holding their call, as the API requires, and a
+  call with no result in the list gets what `unanswered_tool_calls` says (by default a
+  synthetic `is_error` result saying it was interrupted; see `agent_threads.views.answers`).
+  A result whose call is not in the list is sent where it stands.
 - A summary part becomes text headed "Summary of earlier messages:". Authors, ids, times,
   usage and metadata have no place in a request and are not sent.
 """
@@ -22,7 +26,7 @@ Mapping (what is lost is said here once):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -43,6 +47,7 @@ from agent_threads.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from agent_threads.views.answers import arrange, check_mode
 
 
 class AnthropicMessages(NamedTuple):
@@ -59,15 +64,28 @@ class AnthropicMessages(NamedTuple):
         return kwargs
 
 
-def to_messages(messages: Iterable[Message]) -> AnthropicMessages:
+def to_messages(
+    messages: Iterable[Message],
+    *,
+    unanswered_tool_calls: Literal["interrupt", "drop", "error", "keep"] = "interrupt",
+) -> AnthropicMessages:
     """The system prompt and Messages API `messages` for a `ContextView` or any messages.
 
+    Each call's results come right after its message. A tool call with no result among
+    `messages` (a process stopped before it was recorded) gets, by `unanswered_tool_calls`:
+    "interrupt" an `is_error` result saying it was interrupted, "drop" nothing (the call is
+    left out, and its message when nothing else remains), "error" `UnansweredToolCallError`,
+    "keep" the call as written (to convert part of a conversation, not a whole request).
+    A view is already in this shape and is sent as it is.
+
     Raises:
-        ValueError: a message holds something the Messages API cannot take (names it).
+        UnansweredToolCallError: "error", and a call has no result.
+        ValueError: a message holds something the Messages API cannot take (names it), or
+            the policy is unknown.
     """
     system: list[str] = []
     out: list[dict[str, Any]] = []
-    for message in messages:
+    for message in arrange(list(messages), check_mode(unanswered_tool_calls)):
         if message.role == "system":
             system.append("".join(_text(message, p) for p in message.contents))
             continue

@@ -10,13 +10,17 @@ Mapping (what is lost is said here once):
   Thinking parts are left out: Chat Completions takes no reasoning input.
 - Each tool result (in any message) -> `{"role": "tool", "tool_call_id", "content"}`;
   string results are sent as they are, other JSON encoded. `is_error` has no field here.
+- Tool results go right after the message holding their call, as the API requires, and a
+  call with no result in the list gets what `unanswered_tool_calls` says (by default a
+  synthetic "interrupted" result; see `agent_threads.views.answers`). A result whose call
+  is not in the list is sent where it stands.
 - A summary part becomes text headed "Summary of earlier messages:".
 - `author` -> `name` when it fits OpenAI's name pattern. Ids, times, usage and metadata have
   no place in a request and are not sent.
 
 `from_messages` reads such a list back (also `developer` messages, as system). Tool
 contents stay text: `from_messages(to_messages(x))` gives back `x` when its tool results are
-strings, and `to_messages` of that is always the same request.
+strings and follow their calls, and `to_messages` of that is always the same request.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -47,20 +51,35 @@ from agent_threads.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from agent_threads.views.answers import arrange, check_mode
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 _AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 
 
-def to_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+def to_messages(
+    messages: Iterable[Message],
+    *,
+    unanswered_tool_calls: Literal["interrupt", "drop", "error", "keep"] = "interrupt",
+) -> list[dict[str, Any]]:
     """The Chat Completions `messages` for a `ContextView` or any messages, in order.
 
+    Each call's results come right after its message. A tool call with no result among
+    `messages` (a process stopped before it was recorded) gets, by `unanswered_tool_calls`:
+    "interrupt" a tool message saying it was interrupted, "drop" nothing (the call is left
+    out, and its message when nothing else remains), "error" `UnansweredToolCallError`,
+    "keep" the call as written (to convert part of a conversation, not a whole request).
+    A view is already in this shape and is sent as it is.
+
     Raises:
-        ValueError: a message holds something Chat Completions cannot take (names it).
+        UnansweredToolCallError: "error", and a call has no result.
+        ValueError: a message holds something Chat Completions cannot take (names it), or
+            the policy is unknown.
     """
     out: list[dict[str, Any]] = []
-    for message in messages:
+    arranged = arrange(list(messages), check_mode(unanswered_tool_calls))
+    for message in arranged:
         out.extend(_results(message))
         rest = [p for p in message.contents if not isinstance(p, ToolResultPart)]
         if rest or not message.tool_results:
