@@ -2,6 +2,30 @@
 
 Threads of messages that can be appended, forked at any message in O(1), persisted in
 pluggable stores and resumed later.
+
+Glossary (each word names one thing, in the code and in the docs):
+
+- message: one frozen `Message` (role, author, content parts, usage), id a UUIDv7.
+- segment: an append-only run of rows stored once under its own id; a row sits at one
+  position of one segment and never changes.
+- range: positions `start <= p < end` of one segment (`core.pieces.Range`).
+- piece table: a thread's content as a tuple of ranges whose concatenation is its
+  message list (`core.pieces`); fork, checkpoint and rollback copy ranges, never rows.
+- head: the number of messages a thread holds now (the length of its piece table).
+- record: what a store keeps of a thread (or a workflow checkpoint), versioned for
+  compare-and-set; its data is typed by `core.records.ThreadData`.
+- log: a segment of rows that are not messages: a thread's checkpoint log, a
+  workflow's step log. Nothing else is called a log.
+- checkpoint: a recorded point of one thread (its piece table, state and stats then),
+  one row of its checkpoint log; `at()` shows it, `rollback()` returns to it.
+- cut: the consistent position across every sub-thread of a workflow plus its execution
+  state; a workflow checkpoint is a recorded cut.
+- snapshot: a read-only thread as it was at a checkpoint or message (`thread.at()`).
+- lineage: the chain of threads a thread was forked from, parent first.
+- view: the part of a thread that fits a model's context window (`thread.view()`).
+- run: one execution of a `Workflow` on a `WorkflowThread`, resumable.
+- step: one node of a workflow graph; a step record is one attempt of it in a run.
+- superstep: the steps of a run that are ready together and run at once.
 """
 
 import importlib.metadata
@@ -14,16 +38,21 @@ from agent_threads.errors import (
     ContextOverflowError,
     DuplicateMessageError,
     InvalidIdError,
+    InvalidValueError,
+    LeaseLostError,
     MessageNotFoundError,
     NotLoadedError,
     ReadOnlyError,
+    RunInProgressError,
     SchemaVersionError,
     StateConflictError,
+    StepFailedError,
     StoreCorruptedError,
     StoreUnavailableError,
     SubThreadNotFoundError,
     ThreadNotFoundError,
     UnansweredToolCallError,
+    WorkflowFailedError,
 )
 from agent_threads.messages import (
     DataPart,
@@ -58,7 +87,9 @@ from agent_threads.threads.workflow.execution import (
     StepTask,
 )
 from agent_threads.threads.workflow.thread import WorkflowThread
-from agent_threads.timetravel.checkpoints import Ancestor, Checkpoint, ThreadSnapshot
+from agent_threads.timetravel.checkpoint import Checkpoint
+from agent_threads.timetravel.lineage import Ancestor
+from agent_threads.timetravel.snapshot import ThreadSnapshot
 from agent_threads.views.context import (
     ApproximateTokenCounter,
     ContextView,
@@ -87,7 +118,9 @@ __all__ = [
     "ExecutionState",
     "ImmutableState",
     "InvalidIdError",
+    "InvalidValueError",
     "JsonFileStore",
+    "LeaseLostError",
     "MemoryStore",
     "MergePolicy",
     "Message",
@@ -98,10 +131,12 @@ __all__ = [
     "Record",
     "Role",
     "Row",
+    "RunInProgressError",
     "RunStatus",
     "SQLiteStore",
     "SchemaVersionError",
     "StateConflictError",
+    "StepFailedError",
     "StepRecord",
     "StepStatus",
     "StepTask",
@@ -124,6 +159,7 @@ __all__ = [
     "Usage",
     "VacuumReport",
     "WorkflowCheckpoint",
+    "WorkflowFailedError",
     "WorkflowSnapshot",
     "WorkflowThread",
     "tool_call",

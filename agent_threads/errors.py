@@ -4,19 +4,26 @@ AgentThreadsError
 ├── ThreadNotFoundError, MessageNotFoundError, CheckpointNotFoundError   (+ LookupError)
 ├── SubThreadNotFoundError                                               (+ LookupError)
 ├── InvalidIdError, DuplicateMessageError                                (+ ValueError)
+├── InvalidValueError                                        (+ ValueError, TypeError)
 ├── UnansweredToolCallError                                              (+ ValueError)
 ├── ConflictError, StateConflictError
 ├── ReadOnlyError                                                        (+ TypeError)
 ├── NotLoadedError                                                       (+ RuntimeError)
 ├── ContextOverflowError
 ├── StoreCorruptedError, SchemaVersionError
-└── StoreUnavailableError
+├── StoreUnavailableError
+├── RunInProgressError, LeaseLostError
+└── WorkflowFailedError
+    └── StepFailedError
 
 Every error names what is at fault (thread, message, checkpoint, key, file) both in its
 message and as an attribute, so callers can react without parsing text.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
 
 
 class AgentThreadsError(Exception):
@@ -70,6 +77,19 @@ class InvalidIdError(AgentThreadsError, ValueError):
         self.what = what
         self.reason = reason
         super().__init__(f"invalid {what} {value!r}: {reason}")
+
+
+class InvalidValueError(AgentThreadsError, ValueError, TypeError):
+    """A value cannot be stored as given: not JSON, NaN or Infinity, nested too deep, too large.
+
+    Raised before anything is written, so nothing already stored changes. `where` names
+    the thread and field (e.g. "thread 'abc' message 'm1' metadata.scores[3]").
+    """
+
+    def __init__(self, where: str, *, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: {reason}")
 
 
 class DuplicateMessageError(AgentThreadsError, ValueError):
@@ -157,6 +177,92 @@ class StoreUnavailableError(AgentThreadsError):
         self.store = store
         self.operation = operation
         super().__init__(f"{store} is unavailable during {operation}: {detail}")
+
+
+class RunInProgressError(AgentThreadsError):
+    """Another runner holds the lease of this workflow run, so this one does not run it.
+
+    A run in progress holds a lease in its workflow record (an owner and an expiry),
+    renewed while its runner lives. `run` or `resume` of a run whose lease is held and
+    not expired raises this at once, before any step runs; `resume(...,
+    wait_for_lease=seconds)` waits for the lease to be released or to expire instead.
+    Names the run (`workflow_id`), the `owner` (host:pid:id) and `expires_at` (UTC).
+    """
+
+    def __init__(self, workflow_id: str, *, owner: str, expires_at: datetime) -> None:
+        self.workflow_id = workflow_id
+        self.owner = owner
+        self.expires_at = expires_at
+        super().__init__(
+            f"workflow run {workflow_id!r} is in progress: runner {owner!r} holds its lease"
+            f" until {expires_at.isoformat(timespec='milliseconds')} unless it renews it;"
+            " resume it once the lease is released or expired, or pass wait_for_lease=seconds"
+        )
+
+
+class LeaseLostError(AgentThreadsError):
+    """A runner's lease on a workflow run expired and another runner took the run over.
+
+    The runner that lost it (stalled longer than the lease: a blocked event loop, a
+    suspended process) raises this at its next write, which it does not make; the run
+    goes on under its new owner. Names the run, the `owner` that lost the lease and the
+    `holder` holding it now (None when that runner has already released it).
+    """
+
+    def __init__(self, workflow_id: str, *, owner: str, holder: str | None) -> None:
+        self.workflow_id = workflow_id
+        self.owner = owner
+        self.holder = holder
+        now = "no runner holds it now" if holder is None else f"runner {holder!r} holds it now"
+        super().__init__(
+            f"workflow run {workflow_id!r}: the lease of runner {owner!r} expired and the"
+            f" run was taken over ({now}); this runner stopped without writing"
+        )
+
+
+class WorkflowFailedError(AgentThreadsError):
+    """A workflow run ended as failed; `resume` runs it again from where it stopped.
+
+    The run's status `failed` and its error (`execution.error`) are stored before this
+    is raised. Names the run (`workflow_id`) and the `workflow`; `run` is the run's
+    `WorkflowThread` (typed loosely, as errors sit below threads), to read or resume.
+    """
+
+    def __init__(self, workflow_id: str, *, workflow: str, error: str, run: Any = None) -> None:
+        self.workflow_id = workflow_id
+        self.workflow = workflow
+        self.error = error
+        self.run = run
+        super().__init__(f"workflow {workflow!r} failed in run {workflow_id!r}: {error}")
+
+
+class StepFailedError(WorkflowFailedError):
+    """A step failed on its last attempt, so its workflow run failed.
+
+    The step's exception is the `__cause__` (when the attempt ran in this process).
+    Names the `step`, the `attempt`, the run and the workflow; `error` is the step's
+    error as stored in its step record.
+    """
+
+    def __init__(
+        self,
+        step: str,
+        *,
+        attempt: int,
+        workflow_id: str,
+        workflow: str,
+        error: str,
+        run: Any = None,
+    ) -> None:
+        super().__init__(
+            workflow_id,
+            workflow=workflow,
+            error=f"step {step!r} failed on attempt {attempt}: {error}",
+            run=run,
+        )
+        self.step = step
+        self.attempt = attempt
+        self.error = error
 
 
 class SchemaVersionError(AgentThreadsError):

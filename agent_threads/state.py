@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, cast, get_args
 
-from agent_threads.errors import StateConflictError
+from agent_threads.core.limits import MAX_DEPTH
+from agent_threads.errors import InvalidValueError, StateConflictError
 
 MergePolicy = Literal["last_write_wins", "combine_lists", "raise"]
 MERGE_POLICIES: tuple[str, ...] = get_args(MergePolicy)
@@ -23,25 +25,39 @@ _SCALARS = (str, int, float, bool, type(None))
 _MISSING: Any = object()
 
 
-def freeze(value: object, *, path: str = "") -> Any:
+def freeze(value: object, *, path: str = "", depth: int = 0) -> Any:
     """Deep-freeze JSON-like data: dicts become read-only mappings, lists tuples.
 
     Raises:
-        TypeError: naming the path of a value that is not JSON-like.
+        InvalidValueError: naming the path of a value that is not JSON-like, a number
+            JSON cannot spell (NaN, Infinity), or nesting deeper than `MAX_DEPTH`.
     """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidValueError(f"state value at {_where(path)!r}", reason=f"{value} is not JSON")
     if isinstance(value, _SCALARS):
         return value
+    if isinstance(value, Mapping | list | tuple) and depth >= MAX_DEPTH:
+        raise InvalidValueError(
+            f"state value at {_where(path)!r}", reason=f"nested deeper than {MAX_DEPTH} levels"
+        )
     if isinstance(value, Mapping):
         items: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise TypeError(f"state key {path}{key!r} is not a string")
-            items[key] = freeze(item, path=f"{path}{key}.")
+                raise InvalidValueError(f"state key {path}{key!r}", reason="not a string")
+            items[key] = freeze(item, path=f"{path}{key}.", depth=depth + 1)
         return MappingProxyType(items)
     if isinstance(value, list | tuple):
-        return tuple(freeze(item, path=f"{path}[{i}].") for i, item in enumerate(value))
-    where = path.rstrip(".") or "<root>"
-    raise TypeError(f"state value at {where!r} is not JSON-like: {type(value).__name__}")
+        return tuple(
+            freeze(item, path=f"{path}[{i}].", depth=depth + 1) for i, item in enumerate(value)
+        )
+    raise InvalidValueError(
+        f"state value at {_where(path)!r}", reason=f"{type(value).__name__} is not JSON-like"
+    )
+
+
+def _where(path: str) -> str:
+    return path.rstrip(".") or "<root>"
 
 
 def thaw(value: Any) -> Any:
@@ -202,9 +218,14 @@ class ImmutableState(Mapping[str, Any]):
 
 
 def canonical_json(value: Any) -> bytes:
-    """Serialize JSON-like (frozen or plain) data canonically."""
+    """Serialize JSON-like (frozen or plain) data canonically (never NaN or Infinity)."""
     return json.dumps(
-        value, default=_plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        value,
+        default=_plain,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
     ).encode()
 
 

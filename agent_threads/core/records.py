@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
+from agent_threads.core.limits import check_json
 from agent_threads.errors import ConflictError, StoreCorruptedError
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
@@ -29,6 +30,7 @@ until the first new checkpoint moves them into the log.
 
 THREAD_KIND = "thread"
 """The store record kind of every thread, whatever its type."""
+
 
 class ThreadStats(BaseModel):
     """What a thread has accumulated: messages appended and their summed `usage`."""
@@ -59,13 +61,16 @@ class ThreadStats(BaseModel):
 def clean_metadata(
     metadata: Mapping[str, Any] | None, *, what: str = "thread metadata"
 ) -> dict[str, JsonValue]:
-    """A JSON copy of user metadata (threads, checkpoints); TypeError naming `what` if not JSON."""
+    """A JSON copy of user metadata (threads, checkpoints).
+
+    Raises:
+        InvalidValueError: naming `what` and the field, if it is not JSON that reads back
+            as it is (see `core.limits`).
+    """
     if metadata is None:
         return {}
-    try:
-        return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{what} must be JSON-serializable: {exc}") from exc
+    check_json(metadata, what)
+    return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
 
 
 def thread_exists(thread_id: str) -> ConflictError:
@@ -173,7 +178,12 @@ def read_thread_data(record: Record, schema: type[DataT]) -> DataT:
     try:
         return schema.model_validate(record.data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'data'}: {e['msg']}" for e in exc.errors()
-        )
-        raise StoreCorruptedError(f"thread {record.id!r} record", detail=problems) from exc
+        detail = validation_problems(exc)
+        raise StoreCorruptedError(f"thread {record.id!r} record", detail=detail) from exc
+
+
+def validation_problems(error: ValidationError) -> str:
+    """A pydantic error as one line: each field at fault and what is wrong with it."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'data'}: {e['msg']}" for e in error.errors()[:5]
+    )

@@ -35,6 +35,7 @@ from agent_threads.core.records import (
 from agent_threads.core.retry import DEFAULT_RETRY, RetryPolicy
 from agent_threads.errors import (
     ConflictError,
+    InvalidValueError,
     MessageNotFoundError,
     SchemaVersionError,
     ThreadNotFoundError,
@@ -192,7 +193,7 @@ class AgentThread(ABC):
             "schema_version": SCHEMA_VERSION,
             "type": cls.type_name,
             "title": title,
-            "metadata": clean_metadata(metadata),
+            "metadata": clean_metadata(metadata, what=f"thread {thread_id!r} metadata"),
             "parent_id": parent_id,
             "fork_point": fork_point,
             "created_at": now,
@@ -443,7 +444,8 @@ class AgentThread(ABC):
         (default: the store's retry policy).
         """
         clean_tags = None if tags is None else _clean_tags(tags)
-        new_metadata = None if metadata is None else clean_metadata(metadata)
+        what = f"thread {self.id!r} metadata"
+        new_metadata = None if metadata is None else clean_metadata(metadata, what=what)
 
         async def write() -> None:
             data: dict[str, JsonValue] = {}
@@ -470,7 +472,11 @@ class AgentThread(ABC):
         """
 
         async def write() -> None:
-            new_state = self._state.apply(patch)
+            try:
+                new_state = self._state.apply(patch)
+            except InvalidValueError as exc:
+                where = f"thread {self.id!r} {exc.where}"
+                raise InvalidValueError(where, reason=exc.reason) from exc
             digest = await self._store_state(new_state)
             await self.publish({"state": digest, "blobs": self.blob_refs(digest)})
             self._state = new_state

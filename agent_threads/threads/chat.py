@@ -2,25 +2,36 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
-from agent_threads.core import pieces
+from agent_threads.core import limits, pieces
 from agent_threads.core.ids import new_id
 from agent_threads.core.pieces import OpenSegment, Range, Ranges
-from agent_threads.core.records import THREAD_KIND, RangeJson, ThreadData, ThreadStats, put_new
+from agent_threads.core.records import (
+    THREAD_KIND,
+    RangeJson,
+    ThreadData,
+    ThreadStats,
+    put_new,
+    thread_exists,
+    validation_problems,
+)
 from agent_threads.core.retry import Backoff
 from agent_threads.errors import (
     ConflictError,
     DuplicateMessageError,
+    InvalidValueError,
     MessageNotFoundError,
     NotLoadedError,
     StoreCorruptedError,
 )
-from agent_threads.messages import MESSAGES_ADAPTER, Message
+from agent_threads.messages import Message, ToolCallPart, ToolResultPart
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, ThreadStore
 from agent_threads.stores.memory import MemoryStore
@@ -30,6 +41,7 @@ from agent_threads.timetravel.checkpoints import save_checkpoint
 from agent_threads.timetravel.history import (
     LoadedHistory,
     load_history,
+    plan_history,
     read_history,
     started_history,
     store_history,
@@ -87,6 +99,36 @@ def _rows(messages: Sequence[Message]) -> list[Row]:
     if all(type(m) is Message for m in messages):  # a subclass serializes its own fields
         return list(map(Row, ids, map(bytes.decode, map(_TO_JSON, messages))))
     return list(map(Row, ids, [m.model_dump_json() for m in messages]))
+
+
+def _new_rows(messages: Sequence[Message], thread_id: str) -> list[Row]:
+    """`_rows` of messages about to be appended, checked to read back as they are.
+
+    Raises:
+        InvalidValueError: a message holds what would not (see `core.limits`).
+    """
+    for message in messages:
+        _check_storable(message, thread_id)
+    rows = _rows(messages)
+    for row in rows:
+        if len(row.data) > limits.MAX_MESSAGE_BYTES // 4:  # chars: at most 4 bytes each
+            size = len(row.data.encode())
+            limits.check_message_size(size, f"thread {thread_id!r} message {row.message_id!r}")
+    return rows
+
+
+def _check_storable(message: Message, thread_id: str) -> None:
+    """Check the free-form JSON of a message: its metadata, tool arguments and results."""
+    where = f"thread {thread_id!r} message {message.id!r}"
+    if message.metadata:
+        limits.check_json(message.metadata, f"{where} metadata")
+    for part in message.contents:
+        if isinstance(part, ToolCallPart) and part.arguments:
+            limits.check_json(part.arguments, f"{where} tool call {part.call_id!r} arguments")
+        elif isinstance(part, ToolResultPart):
+            limits.check_json(part.result, f"{where} tool result {part.call_id!r}")
+    if message.usage is not None and not math.isfinite(message.usage.cost):
+        raise InvalidValueError(f"{where} usage.cost", reason="not a finite number")
 
 
 def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
@@ -375,7 +417,7 @@ class ChatMessageThread(AgentThread):
         batch = _as_messages(messages, self.id)
         if not batch:
             return
-        rows = _rows(batch)
+        rows = _new_rows(batch, self.id)
         policy = self.retry_policy(deadline)
         async with self._lock:
             await self._append(batch, rows, policy.start())
@@ -575,42 +617,84 @@ class ChatMessageThread(AgentThread):
 
     @classmethod
     async def _import(cls, document: dict[str, Any], store: ThreadStore) -> Self:
-        messages = list(MESSAGES_ADAPTER.validate_python(document.get("messages", [])))
-        _as_messages(messages, str(document.get("id")))
+        exported = _read_export(document)
+        messages = _as_messages(exported.messages, exported.id)
         history = read_history(document)
         pool = [*messages, *history.messages]  # the thread now, then what only checkpoints reach
+        rows = _new_rows(pool, exported.id)
         segment_id = new_id()
         ranges = pieces.extend((), segment_id, 0, len(messages))
         open_segment = OpenSegment(segment_id, len(pool)) if pool else None
-        state = ImmutableState(document.get("state") or {})
-        handle_state_digest = await store.put_blob(state.to_json_bytes()) if state else None
+        state = ImmutableState(exported.state)
         record = cls.new_record(
-            thread_id=document.get("id"),
-            title=document.get("title"),
-            tags=document.get("tags"),
-            metadata=document.get("metadata"),
-            parent_id=document.get("parent_id"),
-            fork_point=document.get("fork_point"),
-            stats=ThreadStats.model_validate(document.get("stats") or {}),
-            state_digest=handle_state_digest,
+            thread_id=exported.id,
+            title=exported.title,
+            tags=exported.tags,
+            metadata=exported.metadata,
+            parent_id=exported.parent_id,
+            fork_point=exported.fork_point,
+            stats=exported.stats,
+            state_digest=state.digest if state else None,
             extra={
                 **_content_data(ranges, open_segment),
-                "auto_checkpoint": document.get("auto_checkpoint") is True,
+                "auto_checkpoint": exported.auto_checkpoint,
             },
         )
-        if isinstance(document.get("created_at"), str):
+        if exported.created_at is not None:
             record = record.model_copy(
-                update={"data": {**record.data, "created_at": document["created_at"]}}
+                update={"data": {**record.data, "created_at": exported.created_at}}
             )
+        plan = plan_history(record, segment_id, pool, history)  # all checked: now write
+        if await store.get_record(THREAD_KIND, record.id) is not None:
+            raise thread_exists(record.id)
+        if state:
+            await store.put_blob(state.to_json_bytes())
         if pool:  # rows before the records: a crash leaves orphans, not a torn thread
-            await store.append_rows(segment_id, 0, [Row(m.id, m.model_dump_json()) for m in pool])
-        stored, imported = await store_history(store, record, segment_id, pool, history)
+            await store.append_rows(segment_id, 0, rows)
+        stored, imported = await store_history(store, plan)
         handle = cls._bind(store, stored, state)._attach(
             SegmentCache(), lazy=False, states=imported.states
         )
         handle._cache.put(segment_id, 0, pool)
         handle._history = imported  # its states now hold the thread's state too (shared)
         return handle
+
+
+class _ChatExport(BaseModel):
+    """The fields of a chat thread's export document (`to_json`), typed."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    title: str | None = None
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    parent_id: str | None = None
+    fork_point: str | None = None
+    created_at: str | None = None
+    stats: ThreadStats = Field(default_factory=ThreadStats)
+    state: dict[str, JsonValue] = Field(default_factory=dict)
+    messages: tuple[Message, ...] = ()
+    auto_checkpoint: bool = False
+
+    @field_validator("created_at")
+    @classmethod
+    def _is_a_time(cls, value: str | None) -> str | None:
+        if value is not None and datetime.fromisoformat(value).tzinfo is None:
+            raise ValueError("created_at needs a time zone")
+        return value
+
+
+def _read_export(document: dict[str, Any]) -> _ChatExport:
+    """The document's fields, checked before anything is written.
+
+    Raises:
+        InvalidValueError: a field is missing or of the wrong type, naming it.
+    """
+    try:
+        return _ChatExport.model_validate(document)
+    except ValidationError as exc:
+        where = f"thread export {document.get('id')!r}"
+        raise InvalidValueError(where, reason=validation_problems(exc)) from exc
 
 
 __all__ = ["THREAD_KIND", "ChatMessageThread"]

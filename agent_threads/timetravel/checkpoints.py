@@ -285,7 +285,7 @@ async def save_checkpoint(
     in-memory history (what `to_json` writes) gains it too, at O(1).
     """
     label = clean_label(label)
-    cleaned = clean_metadata(metadata, what="checkpoint metadata")
+    cleaned = clean_metadata(metadata, what=f"thread {thread.id!r} checkpoint metadata")
 
     async def build() -> tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]:
         return await current_checkpoint(thread, label, cleaned, reason), thread.state, {}

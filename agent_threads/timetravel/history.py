@@ -31,13 +31,12 @@ from agent_threads.core import pieces
 from agent_threads.core.ids import new_id, validate_id
 from agent_threads.core.pieces import Range, Ranges
 from agent_threads.core.records import (
-    THREAD_KIND,
     ThreadStats,
     decode_state,
     put_new,
-    thread_exists,
+    validation_problems,
 )
-from agent_threads.errors import StoreCorruptedError
+from agent_threads.errors import AgentThreadsError, InvalidValueError, StoreCorruptedError
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import LOGS_KEY, Record, Row, ThreadStore
@@ -247,7 +246,7 @@ def read_history(document: dict[str, Any]) -> History:
     """The history of an export document (empty if it has none).
 
     Raises:
-        ValueError: the section is malformed, naming the thread.
+        InvalidValueError: the section is malformed, naming the thread and the fields.
     """
     raw = document.get("history")
     if raw is None:
@@ -255,52 +254,77 @@ def read_history(document: dict[str, Any]) -> History:
     try:
         return History.model_validate(raw)
     except ValidationError as exc:
-        raise ValueError(f"thread export {document.get('id')!r}: bad history: {exc}") from exc
+        where = f"thread export {document.get('id')!r}"
+        reason = f"bad history: {validation_problems(exc)}"
+        raise InvalidValueError(where, reason=reason) from exc
 
 
-async def store_history(
-    store: ThreadStore,
-    record: Record,
-    segment_id: str,
-    pool: Sequence[Message],
-    history: History,
-) -> tuple[Record, LoadedHistory]:
+@dataclass(frozen=True, slots=True)
+class PlannedHistory:
+    """An import's history, checked against its messages: what `store_history` writes."""
+
+    record: Record
+    states: dict[str, ImmutableState]
+    checkpoints: list[Checkpoint]
+
+
+def plan_history(
+    record: Record, segment_id: str, pool: Sequence[Message], history: History
+) -> PlannedHistory:
+    """Check an import's history against its pool of messages, writing nothing.
+
+    Returns the thread record with its origin, the states by digest and the checkpoints.
+
+    Raises:
+        InvalidValueError: a state, a checkpoint or the origin does not fit the pool (a
+            hand-edited file), named by the thread and field.
+    """
+    where = f"thread export {record.id!r}"
+    try:
+        states = {old: ImmutableState(raw) for old, raw in history.states.items()}
+        digests = {old: state.digest for old, state in states.items()}
+        checkpoints = [
+            _imported_checkpoint(c, record.id, segment_id, pool, digests, where)
+            for c in history.checkpoints
+        ]
+        if len({c.id for c in checkpoints}) != len(checkpoints):
+            raise ValueError(f"{where}: two checkpoints have the same id")
+        if history.origin is not None:
+            record = _with_origin(record, history.origin, segment_id, pool, digests, where)
+    except InvalidValueError:
+        raise
+    except ValueError as exc:  # InvalidIdError stays what it is
+        if isinstance(exc, AgentThreadsError):
+            raise
+        raise InvalidValueError(f"{where} history", reason=str(exc)) from exc
+    by_digest = {state.digest: state for state in states.values()}
+    return PlannedHistory(record, by_digest, checkpoints)
+
+
+async def store_history(store: ThreadStore, plan: PlannedHistory) -> tuple[Record, LoadedHistory]:
     """Write an import's states and checkpoint log, then its thread record.
 
     Returns that record, and the checkpoints and states written, for the new handle.
-
-    The pool's rows must already be in `segment_id`. The checkpoints go into a new log
+    The pool's rows must already be in their segment. The checkpoints go into a new log
     segment before the thread record; if that record cannot be written, nothing
     references them and `vacuum()` frees them.
 
     Raises:
         ConflictError: the thread already exists in `store`.
-        ValueError: the history does not fit the pool (a hand-edited file).
     """
-    if await store.get_record(THREAD_KIND, record.id) is not None:
-        raise thread_exists(record.id)
+    record = plan.record
     loaded = LoadedHistory()
-    digests: dict[str, str] = {}
-    for old, raw in history.states.items():
-        state = ImmutableState(raw)
-        digests[old] = await store.put_blob(state.to_json_bytes())
-        loaded.states[digests[old]] = state
-    where = f"thread export {record.id!r}"
-    checkpoints = [
-        _imported_checkpoint(c, record.id, segment_id, pool, digests, where)
-        for c in history.checkpoints
-    ]
-    if len({c.id for c in checkpoints}) != len(checkpoints):
-        raise ValueError(f"{where}: two checkpoints have the same id")
-    if history.origin is not None:
-        record = _with_origin(record, history.origin, segment_id, pool, digests, where)
+    for digest, state in plan.states.items():
+        await store.put_blob(state.to_json_bytes())
+        loaded.states[digest] = state
     logs: list[JsonValue] = []
-    if checkpoints:
+    if plan.checkpoints:
         log_id = new_id()
-        await store.append_rows(log_id, 0, [Row(c.id, encode_row(c)) for c in checkpoints])
-        logs = [[log_id, 0, len(checkpoints)]]
+        rows = [Row(c.id, encode_row(c)) for c in plan.checkpoints]
+        await store.append_rows(log_id, 0, rows)
+        logs = [[log_id, 0, len(rows)]]
     record = record.model_copy(update={"data": {**record.data, LOGS_KEY: logs}})
-    for checkpoint in checkpoints:
+    for checkpoint in plan.checkpoints:
         loaded.add(checkpoint)
     return await put_new(store, record), loaded
 
