@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, cast, get_args
 
-from agent_threads.core.limits import MAX_DEPTH
+from agent_threads.core.limits import MAX_DEPTH, NUL_REASON
 from agent_threads.errors import InvalidValueError, StateConflictError
 
 MergePolicy = Literal["last_write_wins", "combine_lists", "raise"]
@@ -34,6 +34,8 @@ def freeze(value: object, *, path: str = "", depth: int = 0) -> Any:
     """
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidValueError(f"state value at {_where(path)!r}", reason=f"{value} is not JSON")
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidValueError(f"state value at {_where(path)!r}", reason=NUL_REASON)
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_DEPTH:
@@ -45,6 +47,8 @@ def freeze(value: object, *, path: str = "", depth: int = 0) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidValueError(f"state key {path}{key!r}", reason="not a string")
+            if "\x00" in key:
+                raise InvalidValueError(f"state key {path}{key!r}", reason=NUL_REASON)
             items[key] = freeze(item, path=f"{path}{key}.", depth=depth + 1)
         return MappingProxyType(items)
     if isinstance(value, list | tuple):
@@ -72,7 +76,7 @@ def thaw(value: Any) -> Any:
 def _split(path: str | Sequence[str]) -> tuple[str, ...]:
     keys = tuple(path.split(".")) if isinstance(path, str) else tuple(path)
     if not keys or any(not isinstance(k, str) or not k for k in keys):
-        raise ValueError(f"invalid state path {path!r}: keys must be non-empty strings")
+        raise InvalidValueError(f"state path {path!r}", reason="keys must be non-empty strings")
     return keys
 
 
@@ -191,7 +195,9 @@ class ImmutableState(Mapping[str, Any]):
             ValueError: an unknown policy.
         """
         if policy not in MERGE_POLICIES:
-            raise ValueError(f"unknown merge policy {policy!r}; use one of {MERGE_POLICIES}")
+            raise InvalidValueError(
+                f"merge policy {policy!r}", reason=f"use one of {MERGE_POLICIES}"
+            )
         theirs = other._data if isinstance(other, ImmutableState) else freeze(other)
         frozen_base = None if base is None else freeze(dict(base))
         merged = _merge_maps(self._data, theirs, frozen_base, policy, "")

@@ -2,9 +2,10 @@
 
 A store holds JSON. A value nested deeper than `MAX_DEPTH` levels (the JSON readers of
 the drivers and of pydantic refuse deep nesting), a float that JSON cannot spell (NaN,
-Infinity) or a message whose JSON is longer than `MAX_MESSAGE_BYTES` would be written
-but could not be loaded again, so they are refused at write time with an
-`InvalidValueError` that names the thread and the field.
+Infinity), a NUL character (PostgreSQL cannot store one) or a message whose JSON is
+longer than `MAX_MESSAGE_BYTES` would be written but could not be loaded again (or not
+in every store), so they are refused at write time with an `InvalidValueError` that
+names the thread and the field.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from agent_threads.errors import InvalidValueError
 
 MAX_DEPTH = 64
 """How deeply lists and objects may nest inside one stored value."""
+
+NUL_REASON = "holds a NUL character (U+0000), which PostgreSQL's JSON cannot store"
+"""Refused in every store, so a thread can move between stores."""
 
 MAX_MESSAGE_BYTES = 16 * 2**20
 """The longest a message's JSON may be; set this module attribute to change it."""
@@ -30,7 +34,11 @@ def check_json(value: object, where: str) -> None:
     stack: list[tuple[object, int, str, object]] = [(value, 0, where, None)]
     while stack:
         item, depth, parent, key = stack.pop()
-        if isinstance(item, str | bool | int | None):
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise InvalidValueError(_path(parent, key), reason=NUL_REASON)
+            continue
+        if isinstance(item, bool | int | None):
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
@@ -57,6 +65,8 @@ def _children(
     for key in item:
         if not isinstance(key, str):
             raise InvalidValueError(f"{path}", reason=f"key {key!r} is not a string")
+        if "\x00" in key:
+            raise InvalidValueError(f"{path}", reason=f"key {key!r}: {NUL_REASON}")
     return [(child, depth, path, key) for key, child in item.items()]
 
 
@@ -64,6 +74,12 @@ def _path(parent: str, key: object) -> str:
     if key is None:
         return parent
     return f"{parent}[{key}]" if isinstance(key, int) else f"{parent}.{key}"
+
+
+def check_text(text: str, where: str) -> None:
+    """Raise `InvalidValueError` if `text` holds a NUL character."""
+    if "\x00" in text:
+        raise InvalidValueError(where, reason=NUL_REASON)
 
 
 def check_message_size(size: int, where: str) -> None:

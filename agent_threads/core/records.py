@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
-from agent_threads.core.limits import check_json
-from agent_threads.errors import ConflictError, StoreCorruptedError
+from agent_threads.core.limits import check_json, check_text
+from agent_threads.errors import ConflictError, InvalidValueError, StoreCorruptedError
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
 
@@ -69,8 +69,30 @@ def clean_metadata(
     """
     if metadata is None:
         return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidValueError(what, reason=f"must be a dict, not {metadata!r:.60}")
     check_json(metadata, what)
     return cast(dict[str, JsonValue], json.loads(json.dumps(dict(metadata))))
+
+
+MAX_TITLE_LENGTH = 1024
+"""The longest a thread's title may be, in characters."""
+
+
+def clean_title(title: object, what: str) -> str | None:
+    """`title` if it is None or text of at most `MAX_TITLE_LENGTH` characters.
+
+    Raises:
+        InvalidValueError: naming `what` (e.g. "thread 'abc' title").
+    """
+    if title is None:
+        return None
+    if not isinstance(title, str):
+        raise InvalidValueError(what, reason=f"must be text or None, not {title!r:.60}")
+    if len(title) > MAX_TITLE_LENGTH:
+        raise InvalidValueError(what, reason=f"longer than {MAX_TITLE_LENGTH} characters")
+    check_text(title, what)
+    return title
 
 
 def thread_exists(thread_id: str) -> ConflictError:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from agent_threads.errors import ConflictError
+from agent_threads.errors import ConflictError, InvalidValueError
 
 DEFAULT_WRITE_DEADLINE = 30.0
 """Seconds a write keeps retrying before it gives up with `ConflictError`."""
@@ -35,9 +35,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if not self.deadline >= 0 or not 0 <= self.first_delay <= self.max_delay:
-            raise ValueError(
-                "a retry policy needs deadline >= 0 and 0 <= first_delay <= max_delay,"
-                f" not {self.deadline}, {self.first_delay}, {self.max_delay}"
+            raise InvalidValueError(
+                f"retry policy ({self.deadline}, {self.first_delay}, {self.max_delay})",
+                reason="needs deadline >= 0 and 0 <= first_delay <= max_delay",
             )
 
     def start(self) -> Backoff:

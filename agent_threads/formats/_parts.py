@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, JsonValue
 
+from agent_threads.errors import InvalidValueError
 from agent_threads.messages import SummaryPart
 
 SUMMARY_HEADING = "Summary of earlier messages:"
@@ -43,7 +44,7 @@ def field(block: Mapping[str, Any], name: str, kind: type, where: str) -> Any:
     """`block[name]`, checked to be a `kind`; ValueError naming `where` otherwise."""
     value = block.get(name)
     if not isinstance(value, kind):
-        raise ValueError(f"{where}: {name!r} must be a {kind.__name__}, got {value!r}")
+        raise InvalidValueError(where, reason=f"{name!r} must be a {kind.__name__}, got {value!r}")
     return value
 
 
@@ -52,7 +53,7 @@ def as_mapping(value: object, where: str) -> Mapping[str, Any]:
     if isinstance(value, BaseModel):  # e.g. openai's ChatCompletionMessage
         return value.model_dump(exclude_none=True)
     if not isinstance(value, Mapping):
-        raise ValueError(f"{where}: expected an object (dict), got {value!r}")
+        raise InvalidValueError(where, reason=f"expected an object (dict), got {value!r}")
     return value
 
 

@@ -30,6 +30,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
+from agent_threads.errors import InvalidValueError
 from agent_threads.formats._parts import (
     as_mapping,
     field,
@@ -114,7 +115,9 @@ def _text(message: Message, part: Part) -> str:
         return part.text
     if isinstance(part, SummaryPart):
         return summary_text(part)
-    raise ValueError(f"message {message.id!r}: a system prompt holds text only, not {part.type}")
+    raise InvalidValueError(
+        f"message {message.id!r}", reason=f"a system prompt holds text only, not {part.type}"
+    )
 
 
 def _block(message: Message, part: Part) -> dict[str, Any] | None:
@@ -170,7 +173,9 @@ def from_messages(
         item = as_mapping(raw, where)
         role = item.get("role")
         if role not in ("user", "assistant"):
-            raise ValueError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
+            raise InvalidValueError(
+                where, reason=f"role must be 'user' or 'assistant', got {role!r}"
+            )
         out.extend(_read(role, _blocks(item, where), where))
     return out
 
@@ -186,7 +191,9 @@ def _blocks(item: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
-        raise ValueError(f"{where}: content must be text or a list of blocks, got {content!r}")
+        raise InvalidValueError(
+            where, reason=f"content must be text or a list of blocks, got {content!r}"
+        )
     return [as_mapping(block, f"{where} block {k}") for k, block in enumerate(content)]
 
 
@@ -214,7 +221,7 @@ def _tool_result(block: Mapping[str, Any], where: str) -> Message:
         texts = [field(as_mapping(b, where), "text", str, where) for b in content]
         content = "".join(texts)
     if not isinstance(content, str):
-        raise ValueError(f"{where}: tool_result content must be text, got {content!r}")
+        raise InvalidValueError(where, reason=f"tool_result content must be text, got {content!r}")
     call_id = field(block, "tool_use_id", str, where)
     return Message.tool_result(call_id, content, is_error=bool(block.get("is_error", False)))
 
@@ -245,7 +252,7 @@ def _part(block: Mapping[str, Any], where: str) -> Part:
             media_type=field(source, "media_type", str, where),
             data=field(source, "data", str, where),
         )
-    raise ValueError(f"{where}: unsupported content block type {kind!r}")
+    raise InvalidValueError(where, reason=f"unsupported content block type {kind!r}")
 
 
 __all__ = ["AnthropicMessages", "from_messages", "to_messages"]

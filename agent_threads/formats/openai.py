@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from agent_threads.errors import InvalidValueError
 from agent_threads.formats._parts import (
     as_mapping,
     data_url,
@@ -143,7 +144,9 @@ def _user_content(message: Message, parts: Sequence[Part]) -> str | list[dict[st
         elif (text := _text(part)) is not None:
             content.append({"type": "text", "text": text})
         else:
-            raise ValueError(f"message {message.id!r}: a user message cannot hold {part.type}")
+            raise InvalidValueError(
+                f"message {message.id!r}", reason=f"a user message cannot hold {part.type}"
+            )
     return content
 
 
@@ -203,7 +206,7 @@ def from_messages(messages: Iterable[Mapping[str, Any] | BaseModel]) -> list[Mes
             text = "".join(p.text for p in _text_parts(item, where))
             out.append(Message.tool_result(call_id, text))
         else:
-            raise ValueError(f"{where}: unknown or unsupported role {role!r}")
+            raise InvalidValueError(where, reason=f"unknown or unsupported role {role!r}")
     return out
 
 
@@ -214,7 +217,9 @@ def _content_blocks(item: Mapping[str, Any], where: str) -> list[Mapping[str, An
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     if not isinstance(content, list):
-        raise ValueError(f"{where}: content must be text or a list of parts, got {content!r}")
+        raise InvalidValueError(
+            where, reason=f"content must be text or a list of parts, got {content!r}"
+        )
     return [as_mapping(block, f"{where} part {k}") for k, block in enumerate(content)]
 
 
@@ -223,7 +228,7 @@ def _text_parts(item: Mapping[str, Any], where: str) -> tuple[TextPart, ...]:
     for block in _content_blocks(item, where):
         kind = block.get("type")
         if kind not in ("text", "refusal"):
-            raise ValueError(f"{where}: expected text parts, got a {kind!r} part")
+            raise InvalidValueError(where, reason=f"expected text parts, got a {kind!r} part")
         parts.append(TextPart(text=field(block, str(kind), str, where)))
     return tuple(parts)
 
@@ -246,7 +251,7 @@ def _user_parts(item: Mapping[str, Any], where: str) -> tuple[Part, ...]:
             file = field(block, "file", Mapping, where)
             parts.append(_data_part(field(file, "file_data", str, where), where))
         else:
-            raise ValueError(f"{where}: unsupported content part type {kind!r}")
+            raise InvalidValueError(where, reason=f"unsupported content part type {kind!r}")
     return tuple(parts)
 
 
@@ -255,7 +260,7 @@ def _data_part(url: str, where: str) -> DataPart:
     if parsed is not None:
         return DataPart(media_type=parsed[0], data=parsed[1])
     if url.startswith("data:"):
-        raise ValueError(f"{where}: a data URL must be base64: {url[:40]!r}...")
+        raise InvalidValueError(where, reason=f"a data URL must be base64: {url[:40]!r}...")
     return DataPart(media_type=guess_image_type(url), uri=url)
 
 
@@ -268,9 +273,11 @@ def _reply(item: Mapping[str, Any], where: str) -> tuple[Part, ...]:
         try:
             decoded = json.loads(arguments) if isinstance(arguments, str) else arguments
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: tool call arguments are not JSON: {exc}") from exc
+            raise InvalidValueError(
+                where, reason=f"tool call arguments are not JSON: {exc}"
+            ) from exc
         if not isinstance(decoded, dict):
-            raise ValueError(f"{where}: tool call arguments must be a JSON object")
+            raise InvalidValueError(where, reason="tool call arguments must be a JSON object")
         parts.append(
             ToolCallPart(
                 call_id=field(call, "id", str, where),

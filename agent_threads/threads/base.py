@@ -27,6 +27,7 @@ from agent_threads.core.records import (
     ThreadData,
     ThreadStats,
     clean_metadata,
+    clean_title,
     put_new,
     read_state,
     read_thread_data,
@@ -104,6 +105,26 @@ def _writer_lock(store: ThreadStore, thread_id: str) -> anyio.Lock:
     if lock is None:
         lock = _WRITER_LOCKS[key] = anyio.Lock(fast_acquire=True)
     return lock
+
+
+def _export_document(data: object) -> dict[str, Any]:
+    """The document `from_json` was given, as a dict of the export format.
+
+    Raises:
+        InvalidValueError: it is not JSON, not an object, or not a thread export.
+    """
+    where = "thread export"
+    try:
+        document = json.loads(data) if isinstance(data, str | bytes) else data
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidValueError(where, reason=f"not JSON: {exc}") from exc
+    if not isinstance(document, Mapping):
+        raise InvalidValueError(where, reason=f"a JSON object is needed, not {document!r:.60}")
+    if document.get("format") != EXPORT_FORMAT:
+        raise InvalidValueError(
+            where, reason=f"not an agent-threads thread export (format must be {EXPORT_FORMAT!r})"
+        )
+    return dict(document)
 
 
 class _Header(BaseModel):
@@ -192,7 +213,7 @@ class AgentThread(ABC):
         data: dict[str, JsonValue] = {
             "schema_version": SCHEMA_VERSION,
             "type": cls.type_name,
-            "title": title,
+            "title": clean_title(title, f"thread {thread_id!r} title"),
             "metadata": clean_metadata(metadata, what=f"thread {thread_id!r} metadata"),
             "parent_id": parent_id,
             "fork_point": fork_point,
@@ -446,6 +467,7 @@ class AgentThread(ABC):
         clean_tags = None if tags is None else _clean_tags(tags)
         what = f"thread {self.id!r} metadata"
         new_metadata = None if metadata is None else clean_metadata(metadata, what=what)
+        title = clean_title(title, f"thread {self.id!r} title")
 
         async def write() -> None:
             data: dict[str, JsonValue] = {}
@@ -470,6 +492,9 @@ class AgentThread(ABC):
         Raises:
             ConflictError: other writers kept winning until the deadline.
         """
+        if not isinstance(patch, Mapping):
+            where = f"thread {self.id!r} state patch"
+            raise InvalidValueError(where, reason=f"must be a dict, not {patch!r:.60}")
 
         async def write() -> None:
             try:
@@ -770,13 +795,10 @@ class AgentThread(ABC):
         Raises:
             SchemaVersionError: the document is from a newer version or of an unknown kind.
             ConflictError: the store already holds a thread with this id.
-            ValueError: the document is not a thread export, or of another kind than `cls`.
+            InvalidValueError: the document is not JSON, not a thread export, of another kind
+                than `cls`, or a field is malformed (also a ValueError).
         """
-        document = json.loads(data) if isinstance(data, str | bytes) else dict(data)
-        if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
-            raise ValueError(
-                f"not an agent-threads thread export (format must be {EXPORT_FORMAT!r})"
-            )
+        document = _export_document(data)
         version = document.get("schema_version")
         SchemaVersionError.check(version, "thread export", newest=EXPORT_SCHEMA_VERSION)
         kind = document.get("kind")
@@ -786,9 +808,10 @@ class AgentThread(ABC):
                 "thread export kind", found=kind, supported=sorted(AgentThread._types)
             )
         if not issubclass(target, cls):
-            raise ValueError(
-                f"the export holds a {kind!r} thread, not a {cls.type_name!r} one: import it"
-                f" with {target.__name__}.from_json or AgentThread.from_json"
+            raise InvalidValueError(
+                f"thread export {document.get('id')!r}",
+                reason=f"it holds a {kind!r} thread, not a {cls.type_name!r} one: import it"
+                f" with {target.__name__}.from_json or AgentThread.from_json",
             )
         return await target._import(document, MemoryStore() if store is None else store)
 

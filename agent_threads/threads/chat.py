@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -111,6 +112,10 @@ def _new_rows(messages: Sequence[Message], thread_id: str) -> list[Row]:
         _check_storable(message, thread_id)
     rows = _rows(messages)
     for row in rows:
+        if "\\u0000" in row.data:  # JSON escapes NUL so: look closer (a backslash text may too)
+            limits.check_json(
+                json.loads(row.data), f"thread {thread_id!r} message {row.message_id!r}"
+            )
         if len(row.data) > limits.MAX_MESSAGE_BYTES // 4:  # chars: at most 4 bytes each
             size = len(row.data.encode())
             limits.check_message_size(size, f"thread {thread_id!r} message {row.message_id!r}")
@@ -132,15 +137,20 @@ def _check_storable(message: Message, thread_id: str) -> None:
 
 
 def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
-    if isinstance(messages, Message):
-        raise TypeError("on_new_messages takes a sequence of messages; wrap one in a list")
+    where = f"thread {thread_id!r} on_new_messages"
+    if isinstance(messages, Message) or not isinstance(messages, Iterable):
+        raise InvalidValueError(where, reason="takes a list of messages (wrap one in a list)")
+    if isinstance(messages, str | bytes | Mapping):
+        raise InvalidValueError(where, reason=f"takes a list of messages, not {messages!r:.60}")
     batch = list(messages)
     if all(type(m) is Message for m in batch) and len({m.id for m in batch}) == len(batch):
         return batch  # the usual batch; otherwise find the first culprit, in order
     seen: set[str] = set()
     for message in batch:
         if not isinstance(message, Message):
-            raise TypeError(f"expected Message, got {type(message).__name__}: {message!r}")
+            raise InvalidValueError(
+                where, reason=f"expected Message, got {type(message).__name__}: {message!r:.60}"
+            )
         if message.id in seen:
             raise DuplicateMessageError(message.id, thread_id=thread_id)
         seen.add(message.id)
@@ -280,6 +290,9 @@ class ChatMessageThread(AgentThread):
         Reads from the store only what is not in memory yet, so the last K messages of a
         lazily loaded thread cost K row reads whatever its length.
         """
+        if not all(isinstance(i, int) for i in (start, end) if i is not None):
+            where = f"thread {self.id!r} get_messages({start!r}, {end!r})"
+            raise InvalidValueError(where, reason="start and end are ints (or None)")
         lo, hi, _ = slice(start, end).indices(self.head)
         return await self._read(pieces.slice_ranges(self._ranges, lo, hi))
 

@@ -39,6 +39,7 @@ from agent_threads.errors import (
     CheckpointNotFoundError,
     ConflictError,
     InvalidIdError,
+    InvalidValueError,
     SchemaVersionError,
     StoreCorruptedError,
 )
@@ -310,7 +311,10 @@ async def find_checkpoint(thread: CheckpointedThread, id_or_label: str) -> Check
         CheckpointNotFoundError: the thread has none.
     """
     if not isinstance(id_or_label, str):
-        raise TypeError(f"a checkpoint id or label is a string, not {id_or_label!r}")
+        raise InvalidValueError(
+            f"thread {thread.id!r} checkpoint",
+            reason=f"an id or label is a string, not {id_or_label!r}",
+        )
     data = await _current_data(thread)
     if data is None:
         raise CheckpointNotFoundError(id_or_label, thread_id=thread.id)

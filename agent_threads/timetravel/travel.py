@@ -18,7 +18,7 @@ from pydantic import JsonValue
 from agent_threads.core import pieces
 from agent_threads.core.pieces import Range, Ranges
 from agent_threads.core.records import ThreadStats, read_state
-from agent_threads.errors import CheckpointNotFoundError
+from agent_threads.errors import CheckpointNotFoundError, InvalidValueError
 from agent_threads.state import ImmutableState
 from agent_threads.timetravel.checkpoint import Checkpoint
 from agent_threads.timetravel.checkpoints import (
@@ -38,7 +38,10 @@ async def _own_checkpoint(
     if isinstance(checkpoint, str):
         return await find_checkpoint(thread, checkpoint)
     if not isinstance(checkpoint, Checkpoint):
-        raise TypeError(f"expected a Checkpoint, an id or a label, got {checkpoint!r}")
+        raise InvalidValueError(
+            f"thread {thread.id!r} checkpoint",
+            reason=f"expected a Checkpoint, an id or a label, got {checkpoint!r}",
+        )
     if checkpoint.thread_id != thread.id:
         raise CheckpointNotFoundError(checkpoint.id, thread_id=thread.id)
     if not reread:
@@ -60,9 +63,15 @@ async def _resolve(
     reread: bool,
 ) -> Point:
     if checkpoint is None and message_id is None:
-        raise TypeError("give a checkpoint (or its id or label), or message_id=...")
+        raise InvalidValueError(
+            f"thread {thread.id!r}",
+            reason="give a checkpoint (or its id or label), or message_id=...",
+        )
     if checkpoint is not None and message_id is not None:
-        raise TypeError("give a checkpoint (or its id or label) or message_id=..., not both")
+        raise InvalidValueError(
+            f"thread {thread.id!r}",
+            reason="give a checkpoint (or its id or label) or message_id=..., not both",
+        )
     if message_id is not None:
         return await _point_at_message(thread, message_id)
     assert checkpoint is not None

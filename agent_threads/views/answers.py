@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Collection, Sequence
 from typing import Literal, cast, get_args
 
-from agent_threads.errors import UnansweredToolCallError
+from agent_threads.errors import InvalidValueError, UnansweredToolCallError
 from agent_threads.messages import Message, ThinkingPart, ToolCallPart, ToolResultPart
 
 UnansweredToolCalls = Literal["interrupt", "drop", "error"]
@@ -62,14 +62,19 @@ _DERIVED = uuid.UUID("5c1c3e5e-0a7e-4a55-9c1b-2f6f1d1a7e01")
 def check_policy(policy: object) -> UnansweredToolCalls:
     """`policy` if it is one of `POLICIES` (what a view takes), else ValueError naming them."""
     if policy not in POLICIES:
-        raise ValueError(f"unanswered_tool_calls must be one of {list(POLICIES)}, not {policy!r}")
+        raise InvalidValueError(
+            f"unanswered_tool_calls={policy!r}",
+            reason=f"use one of {list(POLICIES)}",
+        )
     return cast(UnansweredToolCalls, policy)
 
 
 def check_mode(mode: object) -> Mode:
     """`mode` if it is one of `MODES` (what a converter takes), else ValueError naming them."""
     if mode not in MODES:
-        raise ValueError(f"unanswered_tool_calls must be one of {list(MODES)}, not {mode!r}")
+        raise InvalidValueError(
+            f"unanswered_tool_calls={mode!r}", reason=f"use one of {list(MODES)}"
+        )
     return cast(Mode, mode)
 
 

@@ -31,6 +31,7 @@ import anyio
 
 from agent_threads.core import pieces
 from agent_threads.core.pieces import Ranges
+from agent_threads.errors import InvalidValueError
 from agent_threads.messages import (
     DataPart,
     Message,
@@ -200,11 +201,11 @@ class ContextView:
 def _limits(max_tokens: int | None, max_messages: int | None, keep_first: int) -> Limits:
     for name, value in (("max_tokens", max_tokens), ("max_messages", max_messages)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise TypeError(f"{name} must be an int or None, not {value!r}")
+            raise InvalidValueError(f"view {name}={value!r}", reason="must be an int or None")
         if value is not None and value < 0:
-            raise ValueError(f"{name} must be >= 0, not {value}")
+            raise InvalidValueError(f"view {name}={value!r}", reason="must be >= 0")
     if not isinstance(keep_first, int) or isinstance(keep_first, bool) or keep_first < 0:
-        raise ValueError(f"keep_first must be an int >= 0, not {keep_first!r}")
+        raise InvalidValueError(f"view keep_first={keep_first!r}", reason="must be an int >= 0")
     return Limits(max_tokens=max_tokens, max_messages=max_messages, keep_first=keep_first)
 
 
@@ -212,7 +213,9 @@ def _counter(counter: TokenCounter | None) -> TokenCounter:
     if counter is None:
         return DEFAULT_COUNTER
     if not isinstance(counter, TokenCounter):
-        raise TypeError(f"counter must have a count(message) -> int method, not {counter!r}")
+        raise InvalidValueError(
+            f"view counter={counter!r}", reason="must have a count(message) -> int method"
+        )
     return counter
 
 

@@ -26,7 +26,7 @@ from agent_threads.core import limits
 
 from .conftest import StoreFactory
 
-SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)  # NUL too
 JSON = st.recursive(
     SCALARS,
     lambda inner: (
