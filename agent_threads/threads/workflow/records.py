@@ -28,6 +28,7 @@ from agent_threads.errors import InvalidIdError, SchemaVersionError, StoreCorrup
 from agent_threads.stores.base import Record, ThreadStore, validate_tag
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.execution import ExecutionData, RunStatus
+from agent_threads.threads.workflow.lease import Lease
 from agent_threads.threads.workflow.step_log import StepLog
 from agent_threads.timetravel.checkpoint import CheckpointReason
 
@@ -91,6 +92,8 @@ class WorkflowData(BaseModel):
     `sub_threads` maps each key to its sub-thread's id, `execution` is the inline
     execution data, and `ranges` / `segment` are the step log's ranges and open segment
     (`head`, their length, is written for readers of a chat record's shape and ignored).
+    `lease` is the run's lease while a runner holds it (see `lease.py`); checkpoints,
+    forks, copies and exports never carry it.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -98,6 +101,7 @@ class WorkflowData(BaseModel):
     execution: ExecutionData = Field(default_factory=ExecutionData)
     ranges: tuple[RangeTriple, ...] = ()
     segment: OpenSegmentData | None = None
+    lease: Lease | None = None
 
     @field_validator("sub_threads", "execution", mode="before")
     @classmethod

@@ -9,11 +9,13 @@ checkpoints, time travel, rollback and forks work on every sub-thread at once.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from types import EllipsisType, MappingProxyType
 from typing import Any, Self
 
+import anyio
 from pydantic import JsonValue
 
 from agent_threads.core import pieces
@@ -44,8 +46,17 @@ from agent_threads.threads.workflow.execution import (
     RunStatus,
     StepRecord,
     StepTask,
+    now,
 )
 from agent_threads.threads.workflow.export import export_content, import_parts
+from agent_threads.threads.workflow.lease import (
+    DEFAULT_LEASE_DURATION,
+    LEASE_KEY,
+    Lease,
+    LeaseKeeper,
+    check_duration,
+    new_owner,
+)
 from agent_threads.threads.workflow.records import (
     CREATED_LABEL,
     MAIN,
@@ -62,13 +73,17 @@ from agent_threads.timetravel.checkpoint import Checkpoint
 from agent_threads.timetravel.checkpoints import ROLLBACK_LABEL
 
 _KEEP = ...
+_LEASE_POLL = 0.5
+"""Seconds between looks at a lease another runner holds, while waiting for it."""
 
 
 class WorkflowThread(AgentThread):
     """A workflow run: sub-threads keyed by agent, step history, and the run's status.
 
     The shared workflow state is the thread's `state`. Runners (see the `workflows`
-    package) drive it through `update_execution`, `record_step` and `commit_superstep`.
+    package) drive it through `update_execution`, `record_step` and `commit_superstep`,
+    holding the run's lease (`acquire_lease`) meanwhile: while a runner holds a live
+    lease, every other handle's execution write is refused with `RunInProgressError`.
     """
 
     type_name = "workflow"
@@ -82,6 +97,8 @@ class WorkflowThread(AgentThread):
     _queue: dict[str, StepRecord]
     _queued: int
     _flushed: int
+    _lease: Lease | None
+    _leases: LeaseKeeper
 
     def _on_bind(self) -> None:
         # Read here, on bind and refresh, not as the `data_schema` every publish re-reads:
@@ -90,12 +107,14 @@ class WorkflowThread(AgentThread):
         self._keys = dict(parts.sub_threads)
         self._exec = parts.execution
         self._log = parts.step_log
+        self._lease = parts.lease
 
     def _attach(self, closed: list[StepRecord], handles: dict[str, ChatMessageThread]) -> Self:
         self._closed = closed
         self._handles = handles
         self._cuts = CutMaker(self)
         self._queue, self._queued, self._flushed = {}, 0, 0
+        self._leases = LeaseKeeper(self)
         return self
 
     # -- construction -------------------------------------------------------------
@@ -107,7 +126,7 @@ class WorkflowThread(AgentThread):
         *,
         id: str | None = None,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         workflow: str | None = None,
         next: Sequence[StepTask] = (),
@@ -242,6 +261,8 @@ class WorkflowThread(AgentThread):
             raise ConflictError(
                 f"sub-thread {key!r}", detail=f"workflow {self.id!r} already has this key"
             )
+        if self._leases.held is not None:
+            await self._leases.confirm()
         sub = await new_sub_thread(self._store, key, name, self.title)
 
         async def write() -> None:
@@ -328,6 +349,88 @@ class WorkflowThread(AgentThread):
         await super().refresh()
         for handle in list(self._handles.values()):
             await handle.refresh()
+
+    # -- the run's lease (the runner's side) ---------------------------------------------
+
+    @property
+    def lease(self) -> Lease | None:
+        """The run's lease as last read or written: its owner and expiry (None: not held).
+
+        A runner holds it while the run is in progress; see `acquire_lease`.
+        """
+        return self._lease
+
+    async def acquire_lease(
+        self, *, duration: float = DEFAULT_LEASE_DURATION, wait: float = 0.0
+    ) -> Lease:
+        """Take the run's lease for this handle: from now on it alone runs the workflow.
+
+        The lease (an owner id and an expiry `duration` seconds away) is written to the
+        workflow record by compare-and-set, so of several runners trying at once exactly
+        one gets it. Keep it with `renew_lease` (more often than `duration`), give it back
+        with `release_lease`. While it is live, execution writes by any other handle raise
+        `RunInProgressError`. A lease held by another runner is waited for up to `wait`
+        seconds (polled in the store) until it is released or expires.
+
+        Raises:
+            RunInProgressError: another runner (or another task on this very handle)
+                holds a live lease, still after `wait` seconds; nothing was written.
+            ValueError: `duration` is not a positive number of seconds, or `wait` < 0.
+        """
+        duration = check_duration(duration)
+        if not wait >= 0:
+            raise ValueError(f"wait_for_lease must be 0 or more seconds, not {wait!r}")
+        owner = new_owner()
+        give_up = time.monotonic() + wait
+        while True:
+            async with self._lock:
+                held, lease = self._leases.held, self._lease
+                if held is not None and lease is not None and lease.owner == held.owner:
+                    holder: Lease | None = lease  # another runner works through this handle
+                else:
+                    holder = await self._leases.take(owner, duration)
+            if holder is None:
+                assert self._lease is not None
+                return self._lease
+            left = give_up - time.monotonic()
+            if left <= 0:
+                raise self._leases.refused(holder)
+            expiry = (holder.expires_at - now()).total_seconds()
+            await anyio.sleep(min(_LEASE_POLL, left, max(expiry, 0.0) + 0.01))
+
+    async def renew_lease(self) -> Lease:
+        """Extend this handle's lease by its duration from now (a runner's timer calls it).
+
+        Raises:
+            LeaseLostError: it expired and another runner took the run over.
+            RuntimeError: this handle holds no lease.
+        """
+        async with self._lock:
+            return await self._leases.renew()
+
+    async def check_lease(self) -> None:
+        """Before a write outside the workflow record (a step's messages): is the lease ours?
+
+        Costs nothing while the renewal timer keeps up; when the timer has fallen behind
+        (the process was stalled), the lease is renewed first, which finds out whether
+        another runner took the run over. A handle holding no lease passes.
+
+        Raises:
+            LeaseLostError: another runner took the run over.
+        """
+        if self._leases.held is None:
+            return
+        if self._leases.check_held().is_due():
+            async with self._lock:
+                await self._leases.confirm()
+
+    async def release_lease(self) -> None:
+        """Give this handle's lease back, so another runner may resume the run at once.
+
+        Nothing is written when the handle holds none, or lost it to another runner.
+        """
+        async with self._lock:
+            await self._leases.release()
 
     # -- execution (the runner's side) -------------------------------------------------
 
@@ -423,6 +526,7 @@ class WorkflowThread(AgentThread):
         """
         new_state = state if isinstance(state, ImmutableState) else ImmutableState(state)
         async with self._lock:
+            await self._leases.guard()  # before the rows and the checkpoint, not just the record
             await self._save_unsaved()
             await self._flush_unlocked()
             records = self._exec.current
@@ -460,8 +564,20 @@ class WorkflowThread(AgentThread):
     async def _publish_execution(
         self, new: ExecutionData, extra: Mapping[str, JsonValue] | None = None
     ) -> None:
-        """Publish `new` (and `extra` keys); retry only while the execution is unchanged."""
+        """Publish `new` (and `extra` keys); retry only while the execution is unchanged.
+
+        Only the lease holder writes while a lease is live: the lease is checked first,
+        and again after each lost compare-and-set.
+
+        Raises:
+            LeaseLostError: this handle's lease was taken over by another runner.
+            RunInProgressError: another runner holds a live lease.
+            ConflictError: another writer changed the execution meanwhile.
+        """
         base = self._exec
+        await self._leases.guard()
+        if self._exec != base:  # the guard re-read a stale handle
+            raise self._changed_elsewhere()
         data = {**workflow_data(execution=new), **(extra or {})}
         backoff = self.retry_policy().start()
         while True:
@@ -474,15 +590,19 @@ class WorkflowThread(AgentThread):
                     self._record.data.get(k) == v for k, v in data.items()
                 ):
                     return  # our write had landed before a cancellation hid its answer
+                self._leases.check_read()
                 if self._exec != base:
-                    raise ConflictError(
-                        f"workflow {self.id!r}",
-                        detail="its execution state was changed by another writer (is another"
-                        " runner resuming it?); reload the thread",
-                    ) from None
+                    raise self._changed_elsewhere() from None
                 if not await backoff.wait():
                     raise backoff.exhausted(self.id, "its execution state was saved") from None
         self._exec = new
+
+    def _changed_elsewhere(self) -> ConflictError:
+        return ConflictError(
+            f"workflow {self.id!r}",
+            detail="its execution state was changed by another writer (is another"
+            " runner resuming it?); reload the thread",
+        )
 
     # -- whole-workflow checkpoints, time travel, rollback, forks ----------------------
 
@@ -559,6 +679,7 @@ class WorkflowThread(AgentThread):
         """
         cut = await find_cut(self, _checkpoint_argument(checkpoint, message_id))
         async with self._lock:
+            await self._leases.guard()  # before any sub-thread is rolled back
             await self._flush_unlocked()
             saved = await self._cuts.write(
                 new_id(),
@@ -584,7 +705,7 @@ class WorkflowThread(AgentThread):
         checkpoint: Checkpoint | str | None = None,
         id: str | None = None,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         reset_stats: bool = True,
     ) -> Self:
         """A new workflow thread with status `idle`: from now, a checkpoint, or a message.
@@ -663,6 +784,7 @@ class WorkflowThread(AgentThread):
     def _data_for_copy(self, data: dict[str, JsonValue]) -> dict[str, JsonValue]:
         status: RunStatus = "idle" if self._exec.status == "running" else self._exec.status
         execution = self._exec.model_copy(update={"status": status, "checkpoint": None})
+        data.pop(LEASE_KEY, None)  # nothing runs the copy
         data.update(
             workflow_data(
                 sub_threads={key: new_id() for key in self._handles},  # the copies' ids
@@ -676,12 +798,13 @@ class WorkflowThread(AgentThread):
         twin._attach(list(self._closed), {})  # `copy` gives it its sub-thread copies
 
     async def publish(
-        self, data: Mapping[str, JsonValue], *, tags: Sequence[str] | None = None
+        self, data: Mapping[str, JsonValue], *, tags: Mapping[str, str] | None = None
     ) -> None:
         """`AgentThread.publish`; an unsaved copy stores its sub-thread copies first.
 
         Sub-threads before the workflow record: a crash in between leaves unreferenced
-        sub-threads, never a workflow naming missing ones.
+        sub-threads, never a workflow naming missing ones. A write of the lease key
+        updates `lease`.
         """
         if self._record.version == 0:
             if await self._store.get_record(THREAD_KIND, self.id) is not None:
@@ -694,6 +817,9 @@ class WorkflowThread(AgentThread):
                 else:
                     await handle.update()  # its first write stores it
         await super().publish(data, tags=tags)
+        if LEASE_KEY in data:
+            lease = data[LEASE_KEY]
+            self._lease = None if lease is None else Lease.model_validate(lease)
 
     async def _save_unsaved(self) -> None:
         """Store an unsaved copy before a write that changes other records first."""
