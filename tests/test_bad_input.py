@@ -14,6 +14,7 @@ from agent_threads import (
     ChatMessageThread,
     MemoryStore,
     Message,
+    WorkflowThread,
 )
 from agent_threads.core.retry import RetryPolicy
 from agent_threads.formats import anthropic, openai
@@ -84,3 +85,22 @@ FORMATS: dict[str, Callable[[], object]] = {
 def test_bad_provider_messages_raise_a_library_error(call: Callable[[], Any]) -> None:
     with pytest.raises(AgentThreadsError):
         call()
+
+
+async def test_a_refused_workflow_import_leaves_no_sub_thread_behind() -> None:
+    source = await WorkflowThread.create(MemoryStore())
+    for key in ("a", "b"):
+        sub = await source.create_sub_thread("agent", key)
+        await sub.on_new_messages([Message.user(key)])
+    document = json.loads(source.to_json())
+    subs = document["sub_threads"]
+    for bad_subs in [
+        {**subs, "b": {**subs["b"], "kind": "workflow"}},  # the second one is refused
+        {**subs, "b": {**subs["b"], "messages": [{"role": "wizard"}]}},
+        {**subs, "bad\nkey": subs["a"]},
+    ]:
+        store = MemoryStore()
+        with pytest.raises(AgentThreadsError):
+            await AgentThread.from_json({**document, "sub_threads": bad_subs}, store=store)
+        assert await store.list_records() == []
+    assert isinstance(await AgentThread.from_json(document, store=MemoryStore()), WorkflowThread)

@@ -6,10 +6,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
+from agent_threads.errors import InvalidIdError, InvalidValueError
 from agent_threads.stores.base import ThreadStore
-from agent_threads.threads.base import AgentThread
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.execution import ExecutionData, StepRecord
 from agent_threads.threads.workflow.protocol import WorkflowParts
@@ -40,24 +41,38 @@ async def import_parts(
         records = [StepRecord.model_validate(r) for r in document.get("steps") or []]
         sub_documents = dict(document.get("sub_threads") or {})
     except (ValidationError, TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from exc
-    subs = await _import_subs(sub_documents, store, where)
+        raise InvalidValueError(where, reason=str(exc)) from exc
+    _check_subs(sub_documents, where)  # all of it before any write: a refusal leaves nothing
+    subs = await _import_subs(sub_documents, store)
     return execution.model_copy(update={"checkpoint": None}), records, subs
 
 
+def _check_subs(documents: Mapping[str, Any], where: str) -> None:
+    """Check every sub-thread's key and kind before the first is imported."""
+    for key, sub_document in documents.items():
+        try:
+            check_key(key)
+        except InvalidIdError as exc:
+            raise InvalidValueError(f"{where} sub-thread {key!r}", reason=str(exc)) from exc
+        kind = sub_document.get("kind") if isinstance(sub_document, Mapping) else None
+        if kind != ChatMessageThread.type_name:
+            reason = f"a sub-thread is a chat thread export, not {kind!r}"
+            raise InvalidValueError(f"{where} sub-thread {key!r}", reason=reason)
+
+
 async def _import_subs(
-    documents: Mapping[str, Any], store: ThreadStore, where: str
+    documents: Mapping[str, Any], store: ThreadStore
 ) -> dict[str, ChatMessageThread]:
+    """Import the sub-threads; if one is refused, delete those imported before it."""
     subs: dict[str, ChatMessageThread] = {}
     try:
         for key, sub_document in documents.items():
-            sub = await AgentThread.from_json(sub_document, store)
-            if not isinstance(sub, ChatMessageThread):
-                await sub.delete()
-                raise ValueError(f"{where}: sub-thread {key!r} is not a chat thread")
-            subs[check_key(key)] = sub
+            sub = await ChatMessageThread.from_json(sub_document, store)
+            assert isinstance(sub, ChatMessageThread)  # its kind was checked
+            subs[key] = sub
     except BaseException:
-        for sub in subs.values():
-            await sub.delete()
+        with anyio.CancelScope(shield=True):
+            for sub in subs.values():
+                await sub.delete()
         raise
     return subs
