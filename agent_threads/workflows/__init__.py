@@ -5,6 +5,8 @@ Define steps as async functions of a `StepContext`, connect them in a `Workflow`
 store=...)`. Every step's completion is stored the moment it ends and every superstep
 ends with a workflow checkpoint, so a crashed, cancelled, failed or paused run
 continues with `await workflow.resume(thread, store=...)`, running only what is left.
+A run in progress holds a lease in its thread's record (`WorkflowThread.lease`), so a
+second runner is refused (`RunInProgressError`) instead of running a step twice.
 """
 
 from agent_threads.workflows.context import StepContext, StepInterrupt, StepResult

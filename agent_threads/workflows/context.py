@@ -88,10 +88,15 @@ class StepContext:
         """Append messages to this step's sub-thread, in one write.
 
         Messages without an author are attributed to the step's agent.
+
+        Raises:
+            LeaseLostError: this runner was stalled past its lease and another one took
+                the run over; the messages are not written (the step should stop).
         """
         batch: list[Message] = []
         for item in messages:
             batch.extend([item] if isinstance(item, Message) else item)
+        await self.workflow.check_lease()
         await self.thread.on_new_messages(
             [m if m.author else m.model_copy(update={"author": self.agent}) for m in batch]
         )

@@ -17,6 +17,7 @@ from typing import Any, Self, overload
 from agent_threads.state import ImmutableState, MergePolicy
 from agent_threads.stores.base import ThreadStore
 from agent_threads.threads.workflow.execution import StepRecord, StepTask
+from agent_threads.threads.workflow.lease import DEFAULT_LEASE_DURATION, check_duration
 from agent_threads.threads.workflow.thread import WorkflowThread
 from agent_threads.workflows.context import StepContext
 from agent_threads.workflows.runner import StepObserver, resume_run, start_run
@@ -180,6 +181,11 @@ class Workflow:
     Steps passed as objects are added on first use; steps named by string must be
     added (`add`) before the run. The first step added is the start unless `start` says
     otherwise (several start steps run concurrently).
+
+    `lease_duration` (seconds, default 30) is how long a run's lease outlives a runner
+    that stops renewing it (a runner renews it every third of it while it lives): the
+    time another process must wait before it can take over the run of one that died.
+    `run` and `resume` may override it.
     """
 
     def __init__(
@@ -188,11 +194,13 @@ class Workflow:
         *,
         start: StepLike | Sequence[StepLike] | None = None,
         merge: MergePolicy = "last_write_wins",
+        lease_duration: float = DEFAULT_LEASE_DURATION,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"a workflow name must be a non-empty string, got {name!r}")
         self.name = name
         self.merge: MergePolicy = merge
+        self.lease_duration = check_duration(lease_duration)
         self._steps: dict[str, Step] = {}
         self._edges: dict[str, list[str]] = {}
         self._branches: dict[str, list[_Branch]] = {}
@@ -377,15 +385,32 @@ class Workflow:
         title: str | None = None,
         tags: Sequence[str] | None = None,
         on_step: StepObserver | None = None,
+        lease_duration: float | None = None,
     ) -> WorkflowThread:
         """Run the workflow from its start steps on a new `WorkflowThread`, and return it.
 
-        Returns when the run completed, paused at an interrupt (`status == "paused"`)
-        or failed (`status == "failed"`, the error in `execution.error`). `on_step` is
-        called with every step record as it changes (for progress displays).
+        Returns when the run completed or paused at an interrupt (`status ==
+        "paused"`). `on_step` is called with every step record as it changes (for
+        progress displays). The run holds the thread's lease while it runs (see
+        `resume`); `lease_duration` overrides the workflow's.
+
+        Raises:
+            StepFailedError: a step failed on its last attempt; the run is stored as
+                failed (`execution.error`), the step's exception is the `__cause__` and
+                `error.run` the thread, to resume once the cause is fixed.
+            WorkflowFailedError: ending a superstep failed (a merge conflict under
+                policy "raise", a router error); stored as failed too.
+            TypeError: the input is not JSON-serializable.
         """
         return await start_run(
-            self, input, store=store, id=id, title=title, tags=tags, on_step=on_step
+            self,
+            input,
+            store=store,
+            id=id,
+            title=title,
+            tags=tags,
+            on_step=on_step,
+            lease_duration=self._lease_duration(lease_duration),
         )
 
     async def resume(
@@ -396,6 +421,8 @@ class Workflow:
         reply: Any = None,
         replies: Mapping[str, Any] | None = None,
         on_step: StepObserver | None = None,
+        lease_duration: float | None = None,
+        wait_for_lease: float = 0.0,
     ) -> WorkflowThread:
         """Continue a paused, failed, cancelled, crashed or forked run; returns its thread.
 
@@ -404,10 +431,35 @@ class Workflow:
         and runs again. `reply` answers the step waiting at an interrupt (`replies`
         answers several, by step name). `thread` is a handle or an id in `store`.
 
+        One runner at a time: the run's lease, stored in the thread's record, names the
+        runner running it and when that lease expires. It is taken before anything
+        runs, renewed every third of `lease_duration` (default: the workflow's, 30 s)
+        while this call runs, and given back when it returns or raises. While another
+        runner, in this process or another, holds a live lease, this call raises
+        `RunInProgressError` at once and runs nothing; with `wait_for_lease=seconds`
+        it waits that long for the lease to be released or to expire first (then it
+        may find the run completed, and return it). A runner that died keeps its lease
+        until it expires: after that, resuming takes the run over.
+
         Raises:
+            RunInProgressError: another runner holds the run's lease (naming it and the
+                expiry), still after `wait_for_lease` seconds.
+            StepFailedError, WorkflowFailedError: the run failed, as for `run`.
+            LeaseLostError: this runner was stalled past its lease and another one took
+                the run over; this one stopped without writing.
             ValueError: the thread was run by another workflow, or a reply was given
                 that no step waits for.
         """
         return await resume_run(
-            self, thread, store=store, reply=reply, replies=replies, on_step=on_step
+            self,
+            thread,
+            store=store,
+            reply=reply,
+            replies=replies,
+            on_step=on_step,
+            lease_duration=self._lease_duration(lease_duration),
+            wait_for_lease=wait_for_lease,
         )
+
+    def _lease_duration(self, override: float | None) -> float:
+        return self.lease_duration if override is None else check_duration(override)

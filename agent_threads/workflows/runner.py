@@ -6,6 +6,13 @@ or `interrupted` the moment it ends. When every step of the superstep has comple
 their state patches are merged (the fan-in's policy), the next steps are routed, and
 `commit_superstep` writes a workflow checkpoint. Whatever stops the process, the stored
 records say what is done, so `resume` runs only what is left.
+
+One runner at a time: a run takes its thread's lease before anything else (a second
+runner meets `RunInProgressError` and runs nothing), a task beside the supersteps renews
+it every third of its duration (no write per step), and it is given back when the run
+completes, pauses, fails or is cancelled. Errors reach the caller one at a time, never
+as an exception group: a failed run raises `StepFailedError` (or `WorkflowFailedError`
+when ending a superstep failed) after storing its status and error.
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from agent_threads.errors import StepFailedError, WorkflowFailedError
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import ThreadStore
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.workflow.execution import ExecutionState, StepRecord, StepTask
+from agent_threads.threads.workflow.lease import RENEW_EVERY
 from agent_threads.threads.workflow.thread import WorkflowThread
 from agent_threads.workflows.context import StepContext, StepInterrupt, StepResult
 
@@ -35,6 +44,9 @@ CRASHED = "the run stopped while the step was running (crash or cancellation)"
 
 _PARK_SECONDS = 5.0
 
+_Plan = Callable[[], Awaitable[tuple[Mapping[str, Any], str | None]]]
+"""Called once the lease is held: the replies by step, and the checkpoint to start from."""
+
 
 async def start_run(
     workflow: Workflow,
@@ -45,6 +57,7 @@ async def start_run(
     title: str | None,
     tags: Sequence[str] | None,
     on_step: StepObserver | None,
+    lease_duration: float,
 ) -> WorkflowThread:
     """Create a workflow thread for a new run of `workflow` and run it."""
     workflow.validate()
@@ -58,8 +71,12 @@ async def start_run(
         workflow=workflow.name,
         next=tasks,
     )  # one write holds the start: a run stopped from here on resumes from it
-    start = await thread.checkpoint(metadata={"superstep": 0, "reason": "start"})
-    return await _Runner(workflow, thread, on_step).run({}, checkpoint=start.id)
+
+    async def plan() -> tuple[Mapping[str, Any], str | None]:
+        start = await thread.checkpoint(metadata={"superstep": 0, "reason": "start"})
+        return {}, start.id
+
+    return await _Runner(workflow, thread, on_step, lease_duration).run(plan)
 
 
 async def resume_run(
@@ -70,6 +87,8 @@ async def resume_run(
     reply: Any,
     replies: Mapping[str, Any] | None,
     on_step: StepObserver | None,
+    lease_duration: float,
+    wait_for_lease: float,
 ) -> WorkflowThread:
     """Continue a run of `workflow` stored in `thread` (a handle, or an id in `store`)."""
     workflow.validate()
@@ -77,13 +96,24 @@ async def resume_run(
         if store is None:
             raise TypeError("resume by thread id needs store=...")
         thread = await WorkflowThread.load(thread, store=store)
-    execution = thread.execution
-    if execution.workflow not in (None, workflow.name):
-        raise ValueError(
-            f"thread {thread.id!r} runs workflow {execution.workflow!r}, not {workflow.name!r}"
-        )
-    answers = _replies(execution, reply, replies)
-    return await _Runner(workflow, thread, on_step).run(answers)
+    run = thread
+
+    async def plan() -> tuple[Mapping[str, Any], str | None]:
+        _check_workflow(run, workflow)  # again: taking the lease may have re-read the thread
+        return _replies(run.execution, reply, replies), None
+
+    _check_workflow(run, workflow)
+    _replies(run.execution, reply, replies)  # a wrong reply is refused before any write
+    if run.execution.status == "completed":
+        return run  # nothing left to run: no lease taken, nothing written
+    runner = _Runner(workflow, run, on_step, lease_duration)
+    return await runner.run(plan, wait_for_lease=wait_for_lease)
+
+
+def _check_workflow(thread: WorkflowThread, workflow: Workflow) -> None:
+    name = thread.execution.workflow
+    if name not in (None, workflow.name):
+        raise ValueError(f"thread {thread.id!r} runs workflow {name!r}, not {workflow.name!r}")
 
 
 def _replies(
@@ -105,33 +135,75 @@ def _replies(
 
 
 class _Runner:
-    """One process's drive of one workflow thread."""
+    """One process's drive of one workflow thread, under the thread's lease."""
 
     def __init__(
-        self, workflow: Workflow, thread: WorkflowThread, on_step: StepObserver | None
+        self,
+        workflow: Workflow,
+        thread: WorkflowThread,
+        on_step: StepObserver | None,
+        lease_duration: float,
     ) -> None:
         self.workflow = workflow
         self.thread = thread
         self.on_step = on_step
+        self.lease_duration = lease_duration
+        self._errors: dict[str, Exception] = {}  # failed attempt's record id -> its exception
 
-    async def run(
-        self, answers: Mapping[str, Any], *, checkpoint: str | None = None
-    ) -> WorkflowThread:
+    async def run(self, plan: _Plan, *, wait_for_lease: float = 0.0) -> WorkflowThread:
+        """Take the lease, run what is left, and give the lease back.
+
+        Raises:
+            RunInProgressError: another runner holds the lease (after `wait_for_lease`).
+            StepFailedError, WorkflowFailedError: the run failed (stored as failed).
+            LeaseLostError: another runner took the run over while this one was stalled.
+        """
+        await self.thread.acquire_lease(duration=self.lease_duration, wait=wait_for_lease)
         try:
+            answers, checkpoint = await plan()
             if self.thread.execution.status != "completed":
-                await self._recover(answers, checkpoint)
-                while await self._superstep():
-                    pass
+                await self._drive(answers, checkpoint)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._park()
             raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._release()
         return self.thread
+
+    async def _drive(self, answers: Mapping[str, Any], checkpoint: str | None) -> None:
+        """Run the supersteps while a task beside them renews the lease.
+
+        Whatever stops them leaves the task group as an exception group; the caller
+        gets its first error (the others as notes). Cancellation passes through as is.
+        """
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._keep_lease)
+                await self._recover(answers, checkpoint)
+                while await self._superstep():
+                    pass
+                tasks.cancel_scope.cancel()
+        except* Exception as group:
+            error = _first_error(group)
+            raise error from error.__cause__
+
+    async def _keep_lease(self) -> None:
+        """Renew the lease every third of its duration: a write per period, not per step."""
+        while True:
+            await anyio.sleep(self.lease_duration * RENEW_EVERY)
+            await self.thread.renew_lease()  # LeaseLostError stops the run
 
     async def _park(self) -> None:
         """Best effort: say the run is paused. Either way it stays resumable."""
         with anyio.move_on_after(_PARK_SECONDS), suppress(Exception):
             await self.thread.update_execution(status="paused")
+
+    async def _release(self) -> None:
+        """Best effort: give the lease back. Else it expires after its duration."""
+        with anyio.move_on_after(_PARK_SECONDS), suppress(Exception):
+            await self.thread.release_lease()
 
     # -- recovery -------------------------------------------------------------------
 
@@ -224,8 +296,10 @@ class _Runner:
         try:
             finished = await _call(step, context)
         except Exception as exc:
+            await self.thread.check_lease()  # a runner that lost the run rolls nothing back
             branch = await rewind(sub, record.thread_head)
             finished = record.failed(f"{type(exc).__name__}: {exc}", branch=branch)
+            self._errors[finished.id] = exc
         await self._store(finished)
         return finished
 
@@ -247,7 +321,7 @@ class _Runner:
         if failed:
             error = "; ".join(f"step {r.step!r} failed: {r.error}" for r in failed)
             await self.thread.update_execution(status="failed", error=error)
-            return False
+            raise self._step_failed(failed)
         if any(r.status == "interrupted" for r in latest):
             await self.thread.update_execution(status="paused")
             return False
@@ -257,7 +331,9 @@ class _Runner:
         except Exception as exc:
             error = f"ending superstep {execution.superstep} failed: {type(exc).__name__}: {exc}"
             await self.thread.update_execution(status="failed", error=error)
-            return False
+            raise WorkflowFailedError(
+                self.thread.id, workflow=self.workflow.name, error=error, run=self.thread
+            ) from exc
         await self.thread.commit_superstep(
             state=state,
             next=tasks,
@@ -265,6 +341,24 @@ class _Runner:
             metadata={"superstep": execution.superstep + 1, "steps": [r.step for r in latest]},
         )
         return True
+
+    def _step_failed(self, failed: Sequence[StepRecord]) -> StepFailedError:
+        """The error for the first failed step (the others in notes), its exception the cause."""
+        first = failed[0]
+        error = StepFailedError(
+            first.step,
+            attempt=first.attempt,
+            workflow_id=self.thread.id,
+            workflow=self.workflow.name,
+            error=first.error or "",
+            run=self.thread,
+        )
+        for other in failed[1:]:
+            error.add_note(
+                f"step {other.step!r} failed too, on attempt {other.attempt}: {other.error}"
+            )
+        error.__cause__ = self._errors.get(first.id)
+        return error
 
     def _merge(self, records: Sequence[StepRecord], base: ImmutableState) -> ImmutableState:
         """Merge the steps' patches, three-way from the superstep's state, in step order."""
@@ -306,6 +400,22 @@ async def rewind(sub: ChatMessageThread, head: int) -> str | None:
     raise RuntimeError(
         f"sub-thread {sub.id!r} has no checkpoint of its empty start to roll back to"
     )
+
+
+def _first_error(group: BaseExceptionGroup[Exception]) -> Exception:
+    """The first exception of a group, nested groups flattened; the others become notes."""
+    leaves: list[Exception] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        item = pending.pop(0)
+        if isinstance(item, BaseExceptionGroup):
+            pending[:0] = item.exceptions
+        elif isinstance(item, Exception):
+            leaves.append(item)
+    first = leaves[0]
+    for other in leaves[1:]:
+        first.add_note(f"also raised meanwhile: {type(other).__name__}: {other}")
+    return first
 
 
 def latest_attempts(records: Sequence[StepRecord]) -> list[StepRecord]:

@@ -2,12 +2,21 @@
 
 Usage:
     python _crash_worker.py run DB LOG THREAD_ID       run the team workflow (to be killed)
+    python _crash_worker.py resume-team DB LOG THREAD_ID [--gate STEP | --stall STEP]
+                                                       resume a run of the team workflow
     python _crash_worker.py approve DB THREAD_ID       run the approval workflow to its pause
     python _crash_worker.py resume DB THREAD_ID REPLY  resume the approval workflow
 
-`run` prints one JSON line per step record change, so the parent can kill it at a chosen
-point. Every step writes `start` and `done` lines to LOG, a side-effect log outside the
-store (appended and fsynced), which the parent uses to count how often steps really ran.
+`run` and `resume-team` print one JSON line per step record change, so the parent can
+kill them at a chosen point; `resume-team` ends with a line holding the run's `status`,
+or the `error` that stopped it. Every step writes `start` and `done` lines to LOG, a
+side-effect log outside the store (appended and fsynced), which the parent uses to count
+how often steps really ran.
+
+`--gate STEP`: STEP, after its first message, prints `{"gate": STEP}` and waits for a
+line on stdin while the runner goes on (renewing its lease). `--stall STEP`: the same
+with `{"stall": STEP}`, but the wait blocks the whole event loop, lease renewals
+included, as a long pause of the process would.
 """
 
 from __future__ import annotations
@@ -21,12 +30,25 @@ from typing import Any
 
 import anyio
 
-from agent_threads import Message, SQLiteStore, StepRecord, tool_call
+from agent_threads import (
+    LeaseLostError,
+    Message,
+    RunInProgressError,
+    SQLiteStore,
+    StepRecord,
+    tool_call,
+)
 from agent_threads.workflows import END, Step, StepContext, StepResult, Workflow, step
 
 RESEARCHERS = ("r1", "r2", "r3", "r4")
 MESSAGES = {"plan": 2, "write": 2, "review": 1, **dict.fromkeys(RESEARCHERS, 3)}
 """How many messages each step emits, one `emit` (one store write) at a time."""
+
+RUN_LEASE = 0.5
+"""Seconds the lease of a `run` lasts: the parent resumes each killed run once it expires."""
+
+LEASE = 1.0
+"""Seconds the lease of a `resume-team` lasts (renewed every third of it while it runs)."""
 
 
 def marker(ctx: StepContext, index: int) -> str:
@@ -51,29 +73,43 @@ def log_event(log: Path, event: str, ctx: StepContext) -> None:
         os.close(fd)
 
 
-async def emit_all(ctx: StepContext) -> None:
-    for index in range(MESSAGES[ctx.step]):
-        await anyio.sleep(random.uniform(0, 0.003))
-        text = marker(ctx, index)
-        if index == 0 and ctx.step.startswith("r"):
-            call = tool_call("search", {"query": ctx.step})
-            await ctx.emit(
-                [
-                    Message.assistant(text, tool_calls=[call]),
-                    Message.tool_result(call.call_id, "ok"),
-                ]
-            )
-        else:
-            await ctx.emit(Message.assistant(text))
+async def emit(ctx: StepContext, index: int) -> None:
+    await anyio.sleep(random.uniform(0, 0.003))
+    text = marker(ctx, index)
+    if index == 0 and ctx.step.startswith("r"):
+        call = tool_call("search", {"query": ctx.step})
+        await ctx.emit(
+            [
+                Message.assistant(text, tool_calls=[call]),
+                Message.tool_result(call.call_id, "ok"),
+            ]
+        )
+    else:
+        await ctx.emit(Message.assistant(text))
 
 
-def team(log: Path) -> Workflow:
-    """plan -> r1..r4 (concurrently) -> write -> review -(once)-> write -> review -> END."""
+async def hold(mode: str, step_name: str) -> None:
+    """Wait for a line on stdin: alongside the runner (`gate`) or blocking it (`stall`)."""
+    print(json.dumps({mode: step_name}), flush=True)
+    if mode == "gate":
+        await anyio.to_thread.run_sync(sys.stdin.readline)
+    else:
+        sys.stdin.readline()  # blocks the event loop on purpose: a stalled process
+
+
+def team(log: Path, *, hold_at: tuple[str, str] | None = None) -> Workflow:
+    """plan -> r1..r4 (concurrently) -> write -> review -(once)-> write -> review -> END.
+
+    `hold_at` is (mode, step): that step holds (see `hold`) after its first message.
+    """
 
     def make(name: str, agent: str) -> Step:
         async def body(ctx: StepContext) -> StepResult:
             log_event(log, "start", ctx)
-            await emit_all(ctx)
+            for index in range(MESSAGES[name]):
+                await emit(ctx, index)
+                if index == 0 and hold_at is not None and hold_at[1] == name:
+                    await hold(*hold_at)
             log_event(log, "done", ctx)
             ran = [*ctx.state.get("ran", ()), f"{ctx.record.superstep}/{name}"]
             patch: dict[str, Any] = {"ran": ran}
@@ -113,12 +149,30 @@ def report(record: StepRecord) -> None:
     print(json.dumps({"step": record.step, "status": record.status}), flush=True)
 
 
+async def resume_team(store: SQLiteStore, log: str, thread_id: str, *options: str) -> None:
+    hold_at = (options[0].removeprefix("--"), options[1]) if options else None
+    workflow = team(Path(log), hold_at=hold_at)
+    try:
+        run = await workflow.resume(thread_id, store=store, on_step=report, lease_duration=LEASE)
+    except RunInProgressError as exc:
+        print(json.dumps({"error": type(exc).__name__, "owner": exc.owner}), flush=True)
+    except LeaseLostError as exc:
+        print(json.dumps({"error": type(exc).__name__, "holder": exc.holder}), flush=True)
+    else:
+        print(json.dumps({"status": run.execution.status}), flush=True)
+
+
 async def main(*argv: str) -> None:
     command, db, *args = argv
     async with SQLiteStore(db) as store:
         if command == "run":
             log, thread_id = args
-            await team(Path(log)).run("agents", store=store, id=thread_id, on_step=report)
+            workflow = team(Path(log))
+            await workflow.run(
+                "agents", store=store, id=thread_id, on_step=report, lease_duration=RUN_LEASE
+            )
+        elif command == "resume-team":
+            await resume_team(store, *args)
         elif command == "approve":
             run = await approval().run(store=store, id=args[0])
             print(json.dumps({"status": run.execution.status, "pid": os.getpid()}), flush=True)

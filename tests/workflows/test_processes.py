@@ -1,4 +1,4 @@
-"""Workflows across processes: SIGKILL at random points, and a pause resumed elsewhere.
+"""Workflows across processes: SIGKILL at random points, one owner per run, a pause resumed.
 
 Children run `tests/workflows/_crash_worker.py` on an SQLite file; the test process
 resumes what they leave and checks it against the side-effect log the steps wrote.
@@ -11,14 +11,18 @@ import random
 import signal
 import sys
 from collections import Counter, defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from agent_threads import SQLiteStore, ThreadNotFoundError, WorkflowThread
+from agent_threads import RunInProgressError, SQLiteStore, ThreadNotFoundError, WorkflowThread
 from agent_threads.workflows import CRASHED
 
 from ._crash_worker import MESSAGES, RESEARCHERS, approval, team
@@ -61,7 +65,7 @@ async def resume_or_start(store: SQLiteStore, log: Path, thread_id: str) -> Work
             run = await WorkflowThread.load(thread_id, store=store)
         except ThreadNotFoundError:  # killed before the run's record was written
             return await workflow.run("agents", store=store, id=thread_id)
-        return await workflow.resume(run)
+        return await workflow.resume(run, wait_for_lease=30)  # the dead child's lease expires
 
 
 def check_side_effects(run: WorkflowThread, log: Path) -> dict[tuple[int, str], int]:
@@ -119,6 +123,137 @@ async def test_a_run_killed_at_a_random_point_resumes_and_runs_each_step_once(
         await check_messages(stored, completed)
         expected_ran = [f"{s}/{name}" for s, name in EXPECTED]
         assert sorted(stored.state["ran"]) == sorted(expected_ran), "a patch applied twice"
+
+
+class Child:
+    """A `resume-team` child: its JSON lines, its stdin, its process."""
+
+    def __init__(self, process: Process) -> None:
+        assert process.stdout is not None
+        self.process = process
+        self.lines = BufferedByteReceiveStream(process.stdout)
+
+    async def next(self) -> dict[str, Any]:
+        line = await self.lines.receive_until(b"\n", 1 << 16)
+        event: dict[str, Any] = json.loads(line)
+        return event
+
+    async def until(self, wanted: dict[str, Any]) -> None:
+        while await self.next() != wanted:
+            pass
+
+    async def outcome(self) -> dict[str, Any]:
+        """The last line: the run's status or the error that stopped it."""
+        while True:
+            event = await self.next()
+            if ("status" in event and "step" not in event) or "error" in event:
+                return event
+
+    async def send_line(self) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(b"go\n")
+
+
+@asynccontextmanager
+async def resuming(db: Path, log: Path, thread_id: str, *options: str) -> AsyncIterator[Child]:
+    """A child resuming the team run `thread_id` (lease: `LEASE` seconds)."""
+    command = [sys.executable, str(WORKER), "resume-team", str(db), str(log), thread_id]
+    async with await anyio.open_process([*command, *options]) as process:
+        with anyio.fail_after(60):
+            yield Child(process)
+            await process.wait()
+
+
+async def create_run(db: Path, log: Path, thread_id: str) -> None:
+    """A team run that has not started: what `resume` finds after a crash at its start."""
+    async with SQLiteStore(db) as store:
+        tasks = team(log).start_tasks("agents")
+        await WorkflowThread.create(store, id=thread_id, workflow="team", next=tasks)
+
+
+async def check_finished_once(db: Path, log: Path, thread_id: str) -> WorkflowThread:
+    """The run completed, each finished step ran once, its messages are whole: read afresh."""
+    async with SQLiteStore(db) as store:
+        stored = await WorkflowThread.load(thread_id, store=store)
+        assert stored.execution.status == "completed", stored.execution.error
+        assert stored.lease is None
+        await check_messages(stored, check_side_effects(stored, log))
+        assert sorted(stored.state["ran"]) == sorted(f"{s}/{name}" for s, name in EXPECTED)
+        return stored
+
+
+async def test_a_second_process_is_refused_while_the_first_runs(tmp_path: Path) -> None:
+    db, log, thread_id = tmp_path / "run.db", tmp_path / "effects.log", "shared"
+    await create_run(db, log, thread_id)
+    async with resuming(db, log, thread_id, "--gate", "plan") as first:
+        await first.until({"gate": "plan"})  # it holds the lease, mid-step
+        second = await run_worker("resume-team", str(db), str(log), thread_id)
+        assert second["error"] == "RunInProgressError"
+        assert f":{first.process.pid}:" in second["owner"]
+        await first.send_line()
+        assert await first.outcome() == {"status": "completed"}
+    await check_finished_once(db, log, thread_id)
+
+
+@pytest.mark.parametrize("trial", range(3))
+async def test_processes_racing_to_resume_one_run_run_each_step_once(
+    trial: int, tmp_path: Path
+) -> None:
+    db, log, thread_id = tmp_path / "run.db", tmp_path / "effects.log", f"race-{trial}"
+    await create_run(db, log, thread_id)
+    outcomes: list[dict[str, Any]] = []
+
+    async def resume() -> None:
+        async with resuming(db, log, thread_id) as child:
+            outcomes.append(await child.outcome())
+
+    async with anyio.create_task_group() as group:
+        for _ in range(3):
+            group.start_soon(resume)
+    assert {"status": "completed"} in outcomes
+    assert all(o == {"status": "completed"} or o["error"] == "RunInProgressError" for o in outcomes)
+    await check_finished_once(db, log, thread_id)
+
+
+async def test_a_killed_owner_is_taken_over_once_its_lease_expires(tmp_path: Path) -> None:
+    db, log, thread_id = tmp_path / "run.db", tmp_path / "effects.log", "killed"
+    await create_run(db, log, thread_id)
+    async with resuming(db, log, thread_id, "--gate", "r2") as owner:
+        await owner.until({"gate": "r2"})  # superstep 1 under way, r2 mid-step
+        owner.process.send_signal(signal.SIGKILL)
+    async with SQLiteStore(db) as store:
+        workflow = team(log)
+        ran = log.read_text()
+        with pytest.raises(RunInProgressError) as refused:
+            await workflow.resume(thread_id, store=store)
+        assert f":{owner.process.pid}:" in refused.value.owner
+        assert log.read_text() == ran, "the refused resume ran a step"
+        with anyio.fail_after(10):
+            run = await workflow.resume(thread_id, store=store, wait_for_lease=10)
+        assert datetime.now(UTC) >= refused.value.expires_at
+        assert run.execution.status == "completed"
+    stored = await check_finished_once(db, log, thread_id)
+    crashed = [(r.step, r.attempt) for r in stored.execution.history if r.error == CRASHED]
+    assert ("r2", 1) in crashed
+
+
+async def test_an_owner_stalled_past_its_lease_stops_without_writing(tmp_path: Path) -> None:
+    db, log, thread_id = tmp_path / "run.db", tmp_path / "effects.log", "stalled"
+    await create_run(db, log, thread_id)
+    async with resuming(db, log, thread_id, "--stall", "plan") as stalled:
+        await stalled.until({"stall": "plan"})  # its event loop stops: no more renewals
+        async with SQLiteStore(db) as store:
+            run = await team(log).resume(thread_id, store=store, wait_for_lease=10)
+            assert run.execution.status == "completed"
+            version = run.version
+            messages = {k: [m.id for m in h.messages] for k, h in run.sub_threads.items()}
+        await stalled.send_line()  # it wakes up holding a lease it lost
+        assert await stalled.outcome() == {"error": "LeaseLostError", "holder": None}
+    stored = await check_finished_once(db, log, thread_id)
+    assert stored.version == version, "the stalled owner wrote the workflow record"
+    assert {k: [m.id for m in h.messages] for k, h in stored.sub_threads.items()} == messages
+    plan = [(r.attempt, r.status) for r in stored.execution.history if r.step == "plan"]
+    assert plan == [(1, "failed"), (2, "completed")]
 
 
 async def run_worker(*args: str) -> Any:

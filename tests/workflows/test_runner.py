@@ -11,8 +11,11 @@ from agent_threads import (
     JsonFileStore,
     MemoryStore,
     Message,
+    StateConflictError,
+    StepFailedError,
     StepRecord,
     ThreadStore,
+    WorkflowFailedError,
     WorkflowThread,
 )
 from agent_threads.workflows import CRASHED, END, StepContext, StepResult, Workflow, step
@@ -196,7 +199,11 @@ async def test_join_policy_raise_fails_the_run_naming_the_key() -> None:
         return None
 
     workflow = Workflow("strict", start=[a, b]).join([a, b], c, merge="raise")
-    run = await workflow.run()
+    with pytest.raises(WorkflowFailedError, match="winner") as info:
+        await workflow.run()
+    assert not isinstance(info.value, StepFailedError)
+    assert isinstance(info.value.__cause__, StateConflictError)
+    run = info.value.run
     assert run.execution.status == "failed"
     assert run.execution.error is not None and "winner" in run.execution.error
 
@@ -222,6 +229,54 @@ async def test_a_failing_step_is_retried_and_its_partial_messages_kept_aside() -
     assert texts((await sub.at(first.branch)).messages) == ["try 1"]
 
 
+async def test_a_failing_step_raises_step_failed_error_with_its_exception_as_cause() -> None:
+    store = MemoryStore()
+    raised: list[Exception] = []
+
+    @step(max_attempts=2)
+    async def fragile(ctx: StepContext) -> str:
+        raised.append(KeyError(f"missing on attempt {ctx.attempt}"))
+        raise raised[-1]
+
+    with pytest.raises(StepFailedError) as info:
+        await Workflow("fragile").add(fragile).run(store=store, id="fragile-1")
+    error = info.value
+    assert (error.step, error.attempt, error.workflow, error.workflow_id) == (
+        "fragile", 2, "fragile", "fragile-1",
+    )  # fmt: skip
+    assert error.__cause__ is raised[-1] and len(raised) == 2
+    assert "step 'fragile' failed on attempt 2: KeyError" in str(error)
+    stored = await WorkflowThread.load("fragile-1", store=store)
+    assert stored.execution.status == "failed" and stored.lease is None
+    assert stored.execution.error == "step 'fragile' failed: KeyError: 'missing on attempt 2'"
+
+
+async def test_steps_failing_together_raise_one_error_naming_the_others() -> None:
+    @step
+    async def left(ctx: StepContext) -> None:
+        raise ValueError("left broke")
+
+    @step
+    async def right(ctx: StepContext) -> None:
+        raise RuntimeError("right broke")
+
+    with pytest.raises(StepFailedError) as info:
+        await Workflow("pair", start=[left, right]).add(left, right).run()
+    assert info.value.step == "left" and isinstance(info.value.__cause__, ValueError)
+    assert info.value.__notes__ == [
+        "step 'right' failed too, on attempt 1: RuntimeError: right broke"
+    ]
+
+
+async def test_an_observer_error_reaches_the_caller_alone_not_in_a_group() -> None:
+    def observe(record: StepRecord) -> None:
+        if record.status == "completed":
+            raise LookupError("the display is gone")
+
+    with pytest.raises(LookupError, match="the display is gone"):
+        await Workflow("w").add(step(name="only")(_echo)).run(on_step=observe)
+
+
 async def test_a_failed_run_resumes_after_the_fix_without_rerunning_finished_steps() -> None:
     calls, broken = Calls(), True
 
@@ -239,7 +294,9 @@ async def test_a_failed_run_resumes_after_the_fix_without_rerunning_finished_ste
         return "two"
 
     workflow = Workflow("fix").edge(first, second)
-    run = await workflow.run()
+    with pytest.raises(StepFailedError) as info:
+        await workflow.run()
+    run = info.value.run
     assert run.execution.status == "failed"
     assert run.execution.error == "step 'second' failed: ValueError: service down"
     assert texts((await run.get_sub_thread("second")).messages) == []
@@ -340,7 +397,10 @@ async def test_a_non_json_output_fails_the_step_naming_it() -> None:
     async def odd(ctx: StepContext) -> object:
         return object()
 
-    run = await Workflow("odd").add(odd).run()
+    with pytest.raises(StepFailedError, match="output of step 'odd'") as info:
+        await Workflow("odd").add(odd).run()
+    assert isinstance(info.value.__cause__, TypeError)
+    run = info.value.run
     assert run.execution.status == "failed"
     assert run.execution.error is not None and "output of step 'odd'" in run.execution.error
 
