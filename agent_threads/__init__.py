@@ -31,6 +31,7 @@ Glossary (each word names one thing, in the code and in the docs):
 import importlib.metadata
 
 from agent_threads.core.records import ThreadStats
+from agent_threads.core.tags import tag_labels
 from agent_threads.errors import (
     AgentThreadsError,
     CheckpointNotFoundError,
@@ -162,5 +163,6 @@ __all__ = [
     "WorkflowFailedError",
     "WorkflowSnapshot",
     "WorkflowThread",
+    "tag_labels",
     "tool_call",
 ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from agent_threads.core.limits import check_json, check_text
+from agent_threads.core.tags import labels_to_tags, stored_tags
 from agent_threads.errors import ConflictError, InvalidValueError, StoreCorruptedError
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
@@ -21,11 +22,16 @@ from agent_threads.state import ImmutableState
 if TYPE_CHECKING:  # the store protocol sits above this module; only its type is needed
     from agent_threads.stores.base import Record, ThreadStore
 
-SCHEMA_VERSION = 2
-"""Version of the thread record this code writes (2: checkpoints in a log, see `logs`).
+SCHEMA_VERSION = 3
+"""Version of the thread record this code writes (3: tags are a dict in the data).
 
-Records of version 1 are read as they are; their checkpoints are records of their own
-until the first new checkpoint moves them into the log.
+2: checkpoints in a log (see `logs`); 3: `tags` is a `dict[str, str]` in the record data,
+and the record's labels are derived from it (`core.tags.labels_of`). Older records are
+read as they are: the labels of a record of version 1 or 2 without `tags` in its data
+become its tags (`{label: ""}`), and its next write stores them in the data (a record
+of version 2 is then written as version 3). The checkpoints of a record of version 1
+are records of their own until the first new checkpoint moves them into the log (and
+the record to the current version).
 """
 
 THREAD_KIND = "thread"
@@ -157,13 +163,16 @@ class ThreadData(BaseModel):
 
     `logs` lists the ranges of the thread's checkpoint log; it is None in a record of
     version 1, whose checkpoints are records of their own. `blobs` are the state
-    digests the thread keeps alive (its state and its origin's).
+    digests the thread keeps alive (its state and its origin's). `tags` map keys to
+    values (`core.tags`), read sorted by key; a record of version 1 or 2 may hold its
+    tags as labels only (see `read_thread_data`).
     """
 
     model_config = _RECORD
     schema_version: int
     type: str
     title: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     parent_id: str | None = None
     fork_point: str | None = None
@@ -179,6 +188,12 @@ class ThreadData(BaseModel):
     @classmethod
     def _no_stats_is_zero(cls, value: object) -> object:
         return ThreadStats() if value is None else value
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_a_thread_may_hold(cls, value: object) -> object:
+        # sorted by key: some stores (PostgreSQL's jsonb) do not keep the order of keys
+        return dict(sorted(stored_tags(value, where="tags").items()))
 
     def write(self) -> dict[str, JsonValue]:
         """The record data: what `read_thread_data` reads back (`logs` left out if None)."""
@@ -197,11 +212,23 @@ def read_thread_data(record: Record, schema: type[DataT]) -> DataT:
     Raises:
         StoreCorruptedError: a field is missing or malformed, naming the thread and field.
     """
+    data: Mapping[str, object] = record.data
+    if "tags" not in data and data.get("schema_version") in (1, 2):
+        data = {**data, "tags": _tags_of_labels(record)}  # see SCHEMA_VERSION
     try:
-        return schema.model_validate(record.data)
+        return schema.model_validate(data)
     except ValidationError as exc:
         detail = validation_problems(exc)
         raise StoreCorruptedError(f"thread {record.id!r} record", detail=detail) from exc
+
+
+def _tags_of_labels(record: Record) -> dict[str, str]:
+    """The tags of a record of version 1 or 2: its labels, each `{label: ""}`."""
+    where = f"thread {record.id!r} record"
+    try:
+        return labels_to_tags(record.tags, where=where)
+    except InvalidValueError as exc:
+        raise StoreCorruptedError(where, detail=str(exc)) from exc
 
 
 def validation_problems(error: ValidationError) -> str:

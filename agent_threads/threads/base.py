@@ -11,7 +11,7 @@ import copy as copy_module
 import json
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
@@ -34,6 +34,14 @@ from agent_threads.core.records import (
     thread_exists,
 )
 from agent_threads.core.retry import DEFAULT_RETRY, RetryPolicy
+from agent_threads.core.tags import (
+    Tags,
+    clean_tags,
+    labels_of,
+    labels_to_tags,
+    pair_label,
+    stored_tags,
+)
 from agent_threads.errors import (
     ConflictError,
     InvalidValueError,
@@ -43,7 +51,7 @@ from agent_threads.errors import (
 )
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import LOGS_KEY, Record, ThreadStore, validate_tag
+from agent_threads.stores.base import LOGS_KEY, Record, ThreadStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.timetravel.checkpoint import Checkpoint
 from agent_threads.timetravel.checkpoints import (
@@ -57,8 +65,12 @@ from agent_threads.timetravel.lineage import Ancestor, lineage
 from agent_threads.timetravel.snapshot import ThreadSnapshot
 from agent_threads.timetravel.travel import rollback, snapshot
 
-EXPORT_SCHEMA_VERSION = 1
-"""Version of the `to_json` format this code writes."""
+EXPORT_SCHEMA_VERSION = 2
+"""Version of the `to_json` format this code writes (2: `tags` is an object of strings).
+
+A document of version 1 holds `tags` as a list of labels; each label `x` is imported
+as the tag `{"x": ""}`.
+"""
 
 EXPORT_FORMAT = "agent-threads/thread"
 
@@ -67,12 +79,20 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _clean_tags(tags: Iterable[str] | None) -> tuple[str, ...]:
-    if tags is None:
-        return ()
-    if isinstance(tags, str):
-        raise TypeError("tags must be an iterable of strings, not a single string")
-    return tuple(dict.fromkeys(validate_tag(t) for t in tags))
+def _export_tags(document: Mapping[str, Any], version: int) -> Tags:
+    """The tags of an export document: a list of labels in version 1, an object since.
+
+    Tags as a thread may hold them (`stored_tags`): an export of a thread whose tags
+    are labels of an older version imports again.
+
+    Raises:
+        InvalidValueError: they are malformed, naming the export and the tag.
+    """
+    where = f"thread export {document.get('id')!r} tags"
+    value = document.get("tags")
+    if version == 1 and isinstance(value, list):
+        return Tags.of(labels_to_tags(value, where=where))
+    return Tags.of(stored_tags(value, where=where))
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -200,7 +220,7 @@ class AgentThread(ABC):
         *,
         thread_id: str | None,
         title: str | None,
-        tags: Iterable[str] | None,
+        tags: Mapping[str, str] | None,
         metadata: Mapping[str, Any] | None,
         parent_id: str | None = None,
         fork_point: str | None = None,
@@ -208,12 +228,23 @@ class AgentThread(ABC):
         state_digest: str | None = None,
         extra: Mapping[str, JsonValue] | None = None,
     ) -> Record:
+        """A new, unsaved thread record of this type.
+
+        `tags` are checked by the rules of `core.tags` (a thread's `tags` are taken as
+        they are); the record holds them in its data and as its labels.
+
+        Raises:
+            InvalidIdError: `thread_id` is not a valid id.
+            InvalidValueError: the title, tags or metadata are not acceptable, naming them.
+        """
         thread_id = new_id() if thread_id is None else validate_id(thread_id, what="thread id")
+        clean = clean_tags(tags, where=f"thread {thread_id!r} tags")
         now = _now_iso()
         data: dict[str, JsonValue] = {
             "schema_version": SCHEMA_VERSION,
             "type": cls.type_name,
             "title": clean_title(title, f"thread {thread_id!r} title"),
+            "tags": dict(clean),
             "metadata": clean_metadata(metadata, what=f"thread {thread_id!r} metadata"),
             "parent_id": parent_id,
             "fork_point": fork_point,
@@ -226,7 +257,7 @@ class AgentThread(ABC):
             **(extra or {}),
         }
         data["origin"] = _origin(data)
-        return Record(kind=THREAD_KIND, id=thread_id, tags=_clean_tags(tags), data=data)
+        return Record(kind=THREAD_KIND, id=thread_id, tags=labels_of(clean), data=data)
 
     @classmethod
     async def _read_record(cls, store: ThreadStore, thread_id: str) -> Record:
@@ -267,6 +298,34 @@ class AgentThread(ABC):
         return await target._open(store, record)
 
     @classmethod
+    async def find(cls, store: ThreadStore, *, tags: Mapping[str, str]) -> list[str]:
+        """The ids of the stored threads of this type holding every pair of `tags`, sorted.
+
+        `AgentThread.find` lists threads of every type; `find(store, tags={})` every
+        thread. Matches are exact: the store lists the records by their labels (the keys,
+        and `key=value` for a non-empty value, see `core.tags`), then each record's tags
+        are compared, so a thread stored by an older version (whose record holds only its
+        labels) is found too. Tags are checked as in `update`.
+
+        Raises:
+            InvalidValueError: `tags` is not a dict of keys and values following the rules.
+            SchemaVersionError: a record holding those labels was written by a newer version.
+        """
+        wanted = clean_tags(tags, where="find tags")
+        labels = [*wanted, *(pair_label(k, v) for k, v in wanted.items() if v)]
+        found = []
+        for record in await store.list_records(THREAD_KIND, tags=labels):
+            header = _Header.model_validate(record.data)
+            where = f"thread {record.id!r} record"
+            SchemaVersionError.check(header.schema_version, where, newest=SCHEMA_VERSION)
+            if cls is not AgentThread and header.type != cls.type_name:
+                continue
+            held = read_thread_data(record, ThreadData).tags
+            if all(held.get(key) == value for key, value in wanted.items()):
+                found.append(record.id)
+        return found
+
+    @classmethod
     @abstractmethod
     async def _open(cls, store: ThreadStore, record: Record) -> Self:
         """Hook: bind a handle to a record read from the store and load its content.
@@ -293,9 +352,9 @@ class AgentThread(ABC):
         return self._data.title
 
     @property
-    def tags(self) -> tuple[str, ...]:
-        """The tags, in the order given."""
-        return self._record.tags
+    def tags(self) -> Mapping[str, str]:
+        """The tags, key to value, sorted by key (read-only; see `update(tags=...)`)."""
+        return Tags.of(self._data.tags)
 
     @property
     def metadata(self) -> Mapping[str, JsonValue]:
@@ -357,19 +416,27 @@ class AgentThread(ABC):
     # -- writing ----------------------------------------------------------------------
 
     async def publish(
-        self, data: Mapping[str, JsonValue], *, tags: Sequence[str] | None = None
+        self, data: Mapping[str, JsonValue], *, tags: Mapping[str, str] | None = None
     ) -> None:
         """Compare-and-set the record with `data` merged in; ConflictError if someone won.
+
+        `tags` (checked already, see `core.tags.clean_tags`) replace the thread's tags,
+        in the data and in the record's labels. A record of an older schema version is
+        written in the current form (see `core.records.SCHEMA_VERSION`).
 
         For an unsaved copy, a ConflictError means its id is taken (no retry helps).
         The handle takes the record written, without calling `_on_bind`: the caller
         knows what it changed.
         """
         new_data = {**self._record.data, **data, "updated_at": _now_iso()}
-        update: dict[str, Any] = {"data": new_data}
-        if tags is not None:
-            update["tags"] = tuple(tags)
-        record = self._record.model_copy(update=update)
+        labels = self._record.tags
+        if tags is not None or "tags" not in new_data:  # new tags, or labels of version 1-2
+            pairs = self._data.tags if tags is None else tags
+            new_data["tags"] = dict(pairs)
+            labels = labels_of(pairs)
+        if new_data.get("schema_version") == 2:  # its tags are in the data now
+            new_data["schema_version"] = SCHEMA_VERSION
+        record = self._record.model_copy(update={"data": new_data, "tags": labels})
         if self._record.version == 0:  # an unsaved copy: its first write stores it
             stored = await put_new(self._store, record)
         else:
@@ -455,16 +522,22 @@ class AgentThread(ABC):
         self,
         *,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         deadline: float | None = None,
     ) -> None:
         """Change the title, replace the tags, or replace the metadata (None: unchanged).
 
-        Retries like an append while other writers win, for up to `deadline` seconds
-        (default: the store's retry policy).
+        `tags` replace all the tags: `update(tags={**thread.tags, "env": "prod"})` adds
+        one, `update(tags={})` removes them all. Retries like an append while other
+        writers win, for up to `deadline` seconds (default: the store's retry policy).
+
+        Raises:
+            InvalidValueError: the title, tags or metadata are not acceptable (tags: not a
+                dict, or a key or value breaking the rules of `core.tags`), naming the
+                thread and the tag; nothing is written.
         """
-        clean_tags = None if tags is None else _clean_tags(tags)
+        new_tags = None if tags is None else clean_tags(tags, where=f"thread {self.id!r} tags")
         what = f"thread {self.id!r} metadata"
         new_metadata = None if metadata is None else clean_metadata(metadata, what=what)
         title = clean_title(title, f"thread {self.id!r} title")
@@ -475,7 +548,7 @@ class AgentThread(ABC):
                 data["title"] = title
             if new_metadata is not None:
                 data["metadata"] = new_metadata
-            await self.publish(data, tags=clean_tags)
+            await self.publish(data, tags=new_tags)
 
         async with self._lock:
             await self._write_with_retry(write, "it was updated", deadline)
@@ -543,8 +616,9 @@ class AgentThread(ABC):
     def copy(self, *, id: str | None = None, reset_stats: bool = False) -> Self:
         """An in-memory snapshot with a new identity, saved to the store on its first write.
 
-        Immutable parts (messages, state, tag strings) are shared; mutable ones (the
-        metadata) are copied, so changing one never shows in the other.
+        Immutable parts (messages, state) are shared; mutable ones (the metadata, the
+        tags) are copied, so changing one never shows in the other. The copy keeps the
+        tags.
         """
         data = self._data_for_copy(copy_module.deepcopy(self._record.data))
         data["created_at"] = data["updated_at"] = _now_iso()
@@ -583,10 +657,13 @@ class AgentThread(ABC):
         *,
         id: str | None = None,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         reset_stats: bool = True,
     ) -> AgentThread:
-        """A new thread holding this one's content (up to `message_id`, inclusive)."""
+        """A new thread holding this one's content (up to `message_id`, inclusive).
+
+        Its tags are `tags` (checked as in `update`), else this thread's.
+        """
 
     # -- checkpoints and time travel (the logic is in agent_threads.timetravel) ----------
 
@@ -763,7 +840,7 @@ class AgentThread(ABC):
             "kind": self.type_name,
             "id": self.id,
             "title": self.title,
-            "tags": list(self.tags),
+            "tags": dict(self.tags),
             "metadata": dict(self.metadata),
             "parent_id": self.parent_id,
             "fork_point": self.fork_point,
@@ -790,7 +867,9 @@ class AgentThread(ABC):
         """Import a thread written by `to_json` into `store` (default: a new MemoryStore).
 
         The thread keeps its id. `AgentThread.from_json` imports any kind; a subclass's
-        `from_json` (e.g. `ChatMessageThread.from_json`) only its own kind.
+        `from_json` (e.g. `ChatMessageThread.from_json`) only its own kind. A document
+        of an older version is read as that version wrote it (version 1: `tags` is a
+        list of labels, each label `x` becoming the tag `{"x": ""}`).
 
         Raises:
             SchemaVersionError: the document is from a newer version or of an unknown kind.
@@ -799,8 +878,9 @@ class AgentThread(ABC):
                 than `cls`, or a field is malformed (also a ValueError).
         """
         document = _export_document(data)
-        version = document.get("schema_version")
-        SchemaVersionError.check(version, "thread export", newest=EXPORT_SCHEMA_VERSION)
+        version = SchemaVersionError.check(
+            document.get("schema_version"), "thread export", newest=EXPORT_SCHEMA_VERSION
+        )
         kind = document.get("kind")
         target = AgentThread._types.get(kind) if isinstance(kind, str) else None
         if target is None:
@@ -813,6 +893,7 @@ class AgentThread(ABC):
                 reason=f"it holds a {kind!r} thread, not a {cls.type_name!r} one: import it"
                 f" with {target.__name__}.from_json or AgentThread.from_json",
             )
+        document["tags"] = _export_tags(document, version)  # a thread's: taken as they are
         return await target._import(document, MemoryStore() if store is None else store)
 
     @classmethod
@@ -820,5 +901,6 @@ class AgentThread(ABC):
     async def _import(cls, document: dict[str, Any], store: ThreadStore) -> Self:
         """Hook: create a stored thread from an export document of this type.
 
-        Called by `from_json` once the document's format, version and kind are checked.
+        Called by `from_json` once the document's format, version and kind are checked,
+        with its `tags` read into a `Tags` (whatever the document's version).
         """

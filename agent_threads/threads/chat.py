@@ -207,11 +207,16 @@ class ChatMessageThread(AgentThread):
         *,
         id: str | None = None,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         auto_checkpoint: bool = False,
     ) -> Self:
         """Create and store a new, empty thread (in a new MemoryStore if none is given).
+
+        `tags` map keys to values, e.g. `{"env": "prod", "reviewed": ""}`: a key is 1-64
+        ASCII letters, digits, `_ - . : /`; a value a string of at most 256 characters
+        without control characters (see `agent_threads.core.tags`). `AgentThread.find`
+        lists the threads holding given tags.
 
         With `auto_checkpoint=True` every `on_new_messages` batch is followed by a
         checkpoint (reason `"auto"`), so every turn is a time-travel point; forks inherit it.
@@ -219,6 +224,9 @@ class ChatMessageThread(AgentThread):
         Raises:
             ConflictError: the store already holds a thread with this id.
             InvalidIdError: `id` is not a valid id.
+            InvalidValueError: the title, tags or metadata are not acceptable (tags: not a
+                dict, e.g. a list of labels, the old form, or a key or value breaking the
+                rules), naming the thread and the tag.
         """
         store = MemoryStore() if store is None else store
         extra = {**_content_data((), None), "auto_checkpoint": bool(auto_checkpoint)}
@@ -527,18 +535,20 @@ class ChatMessageThread(AgentThread):
         *,
         id: str | None = None,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         reset_stats: bool = True,
     ) -> Self:
         """A new stored thread with this one's messages, up to and including `message_id`.
 
         Costs O(number of ranges), independent of the number of messages. The fork
-        inherits the current state and metadata; its stats start at zero unless
-        `reset_stats=False`. Parent and fork never see each other's later changes.
+        inherits the current state and metadata, and the tags unless `tags` is given
+        (checked as in `create`); its stats start at zero unless `reset_stats=False`.
+        Parent and fork never see each other's later changes.
 
         Raises:
             MessageNotFoundError: `message_id` is not in this thread.
             ConflictError: a thread with id `id` already exists.
+            InvalidValueError: `tags` are not acceptable (see `create`).
         """
         async with self._lock:
             count = self.head if message_id is None else await self.index_of(message_id) + 1
@@ -642,7 +652,7 @@ class ChatMessageThread(AgentThread):
         record = cls.new_record(
             thread_id=exported.id,
             title=exported.title,
-            tags=exported.tags,
+            tags=document["tags"],  # a `Tags`, read by `from_json` (the export's version)
             metadata=exported.metadata,
             parent_id=exported.parent_id,
             fork_point=exported.fork_point,
@@ -674,12 +684,14 @@ class ChatMessageThread(AgentThread):
 
 
 class _ChatExport(BaseModel):
-    """The fields of a chat thread's export document (`to_json`), typed."""
+    """The fields of a chat thread's export document (`to_json`), typed.
+
+    All but `tags`, which `AgentThread.from_json` reads by the document's version.
+    """
 
     model_config = ConfigDict(extra="ignore")
     id: str
     title: str | None = None
-    tags: tuple[str, ...] = ()
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     parent_id: str | None = None
     fork_point: str | None = None

@@ -7,7 +7,7 @@ Time travel is written once, over this interface, below the thread classes:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pydantic import JsonValue
@@ -48,7 +48,7 @@ class CheckpointedThread(Protocol):
     def title(self) -> str | None: ...
 
     @property
-    def tags(self) -> tuple[str, ...]: ...
+    def tags(self) -> Mapping[str, str]: ...
 
     @property
     def metadata(self) -> Mapping[str, JsonValue]: ...
@@ -101,7 +101,7 @@ class CheckpointedThread(Protocol):
         *,
         thread_id: str | None,
         title: str | None,
-        tags: Iterable[str] | None,
+        tags: Mapping[str, str] | None,
         metadata: Mapping[str, Any] | None,
         parent_id: str | None = None,
         fork_point: str | None = None,

@@ -8,7 +8,7 @@ through a point's ranges stays exactly as it was, whatever happens to the thread
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
@@ -51,10 +51,13 @@ async def fork_point(
     *,
     id: str | None,
     title: str | None,
-    tags: Sequence[str] | None,
+    tags: Mapping[str, str] | None,
     reset_stats: bool,
 ) -> ThreadT:
-    """A new stored thread holding a point's messages and state, forked from `thread`."""
+    """A new stored thread holding a point's messages and state, forked from `thread`.
+
+    Its tags are `tags` (checked by `new_record`), else the thread's.
+    """
     record = thread.new_record(
         thread_id=id,
         title=thread.title if title is None else title,
@@ -166,7 +169,7 @@ class ThreadSnapshot(Generic[ThreadT]):
         *,
         id: str | None = None,
         title: str | None = None,
-        tags: Sequence[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         reset_stats: bool = True,
     ) -> ThreadT:
         """A new live thread holding this snapshot's messages and state.
@@ -177,6 +180,7 @@ class ThreadSnapshot(Generic[ThreadT]):
 
         Raises:
             ConflictError: a thread with id `id` already exists.
+            InvalidValueError: `tags` are not acceptable (see `ChatMessageThread.create`).
         """
         return await fork_point(
             self._thread,

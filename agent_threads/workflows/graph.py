@@ -383,7 +383,7 @@ class Workflow:
         store: ThreadStore | None = None,
         id: str | None = None,
         title: str | None = None,
-        tags: Sequence[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         on_step: StepObserver | None = None,
         lease_duration: float | None = None,
     ) -> WorkflowThread:

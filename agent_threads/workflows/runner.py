@@ -55,7 +55,7 @@ async def start_run(
     store: ThreadStore | None,
     id: str | None,
     title: str | None,
-    tags: Sequence[str] | None,
+    tags: Mapping[str, str] | None,
     on_step: StepObserver | None,
     lease_duration: float,
 ) -> WorkflowThread:

@@ -93,7 +93,7 @@ def crash_text(tag: str, index: int) -> str:
 async def write_session(store: ThreadStore, args: list[str]) -> Any:
     """Create a thread with everything a session has, and a fork; print their exports."""
     thread = await ChatMessageThread.create(
-        store, title="resumable", tags=["resume", "test"], metadata={"user": "ada"}
+        store, title="resumable", tags={"purpose": "resume", "test": ""}, metadata={"user": "ada"}
     )
     call = tool_call("search", {"q": "tides"})
     question = Message.user("When is high tide?")

@@ -299,7 +299,7 @@ async def test_hostile_blob_digests_are_rejected(store: ThreadStore) -> None:
 
 
 async def make_thread(store: ThreadStore, texts: list[str]) -> ChatMessageThread:
-    thread = await ChatMessageThread.create(store, title="t", tags=["conformance"])
+    thread = await ChatMessageThread.create(store, title="t", tags={"suite": "conformance"})
     await thread.on_new_messages([Message.user(t) for t in texts])
     return thread
 
@@ -320,7 +320,7 @@ async def test_thread_reloads_with_everything(store: ThreadStore) -> None:
     assert again.stats.input_tokens == 3 and again.stats.message_count == 3
     assert (again.title, again.tags, dict(again.metadata)) == (
         "t",
-        ("conformance",),
+        {"suite": "conformance"},
         {"owner": "me"},
     )
 

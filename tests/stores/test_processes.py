@@ -85,7 +85,10 @@ async def test_a_new_process_resumes_a_session_exactly(spec: str) -> None:
         "plan": {"step": 3},
         "seen": ["tides"],
     }
-    assert thread["stats"]["input_tokens"] == 40 and thread["tags"] == ["resume", "test"]
+    assert thread["stats"]["input_tokens"] == 40 and thread["tags"] == {
+        "purpose": "resume",
+        "test": "",
+    }
     assert (fork["parent_id"], fork["fork_point"]) == (thread["id"], thread["messages"][1]["id"])
     assert fork["messages"][:2] == thread["messages"][:2] and fork["title"] == "second try"
 

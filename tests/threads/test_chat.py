@@ -70,8 +70,8 @@ async def test_fork_stats_start_at_zero_unless_kept() -> None:
 
 async def test_fork_takes_new_identity_title_and_tags() -> None:
     parent = await thread_with("a")
-    child = await parent.fork(id="child-1", title="branch", tags=["x"])
-    assert (child.id, child.title, child.tags) == ("child-1", "branch", ("x",))
+    child = await parent.fork(id="child-1", title="branch", tags={"x": "1"})
+    assert (child.id, child.title, child.tags) == ("child-1", "branch", {"x": "1"})
     assert (await parent.fork()).title == "t"
 
 

@@ -19,7 +19,7 @@ from agent_threads.core.ids import (
     unpack_digest,
     unpack_id,
 )
-from agent_threads.core.records import THREAD_KIND, ThreadStats
+from agent_threads.core.records import SCHEMA_VERSION, THREAD_KIND, ThreadStats
 from agent_threads.stores.base import Row
 from agent_threads.timetravel.checkpoint import decode_row, encode_row, new_checkpoint_time
 from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, log_ranges
@@ -215,7 +215,7 @@ async def test_checkpoint_records_of_an_old_store_are_read_then_moved_into_the_l
     assert await thread.checkpoints() == [*made, newest]
     assert await store.list_records(CHECKPOINT_KIND) == []
     record = await store.get_record(THREAD_KIND, thread.id)
-    assert record is not None and record.data["schema_version"] == 2
+    assert record is not None and record.data["schema_version"] == SCHEMA_VERSION
     await thread.rollback("one")
     assert [m.text for m in thread.messages] == ["a"]
 

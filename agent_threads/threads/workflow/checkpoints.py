@@ -10,7 +10,7 @@ checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
@@ -301,7 +301,7 @@ class WorkflowSnapshot(ThreadSnapshot[WorkflowT]):
         *,
         id: str | None = None,
         title: str | None = None,
-        tags: Sequence[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         reset_stats: bool = True,
     ) -> WorkflowT:
         """A new workflow thread starting from this cut, with status `idle`.

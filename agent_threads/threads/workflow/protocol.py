@@ -7,7 +7,7 @@ what changes a workflow (a rollback, a fork's handle) is applied by the thread i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, Self
 
 from agent_threads.threads.chat import ChatMessageThread
@@ -46,7 +46,7 @@ class WorkflowParts(CheckpointedThread, Protocol):
         checkpoint: Checkpoint | str | None = None,
         id: str | None = None,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         reset_stats: bool = True,
     ) -> Self:
         """A new stored workflow from now, a checkpoint, or a message of a sub-thread."""

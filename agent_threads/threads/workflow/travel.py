@@ -6,7 +6,7 @@ The functions here read a workflow through `WorkflowParts` and return what chang
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -45,7 +45,7 @@ class ForkOptions:
 
     id: str | None = None
     title: str | None = None
-    tags: Iterable[str] | None = None
+    tags: Mapping[str, str] | None = None
     reset_stats: bool = True
 
 
