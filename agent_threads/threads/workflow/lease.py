@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -124,7 +124,7 @@ class LeasedRecord(Protocol):
         """How the handle's writes retry."""
 
     async def publish(
-        self, data: Mapping[str, JsonValue], *, tags: Sequence[str] | None = None
+        self, data: Mapping[str, JsonValue], *, tags: Mapping[str, str] | None = None
     ) -> None:
         """Compare-and-set the record with `data` merged in; ConflictError if someone won."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from types import EllipsisType, MappingProxyType
 from typing import Any, Self
@@ -126,7 +126,7 @@ class WorkflowThread(AgentThread):
         *,
         id: str | None = None,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         workflow: str | None = None,
         next: Sequence[StepTask] = (),
@@ -705,7 +705,7 @@ class WorkflowThread(AgentThread):
         checkpoint: Checkpoint | str | None = None,
         id: str | None = None,
         title: str | None = None,
-        tags: Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
         reset_stats: bool = True,
     ) -> Self:
         """A new workflow thread with status `idle`: from now, a checkpoint, or a message.
@@ -798,7 +798,7 @@ class WorkflowThread(AgentThread):
         twin._attach(list(self._closed), {})  # `copy` gives it its sub-thread copies
 
     async def publish(
-        self, data: Mapping[str, JsonValue], *, tags: Sequence[str] | None = None
+        self, data: Mapping[str, JsonValue], *, tags: Mapping[str, str] | None = None
     ) -> None:
         """`AgentThread.publish`; an unsaved copy stores its sub-thread copies first.
 
