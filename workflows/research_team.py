@@ -401,6 +401,10 @@ async def demo(db: Path, *, models: Models | None = None) -> None:
         print(f"\n  all of it is in {db}: {len(await store.list_records('thread'))} threads")
 
 
+CHILD_LEASE = 1.0
+"""Seconds of the lease the child's run holds: a second runner may take over after that."""
+
+
 async def crash_and_resume(store: SQLiteStore, db: Path, models: Models) -> None:
     """Start a run in a child process, SIGKILL it mid-superstep, resume it here."""
     command = [sys.executable, __file__, str(db), "--child", "crashing-run"]
@@ -424,7 +428,10 @@ async def crash_and_resume(store: SQLiteStore, db: Path, models: Models) -> None
     )
     partial = len((await run.get_sub_thread("policy-analyst")).messages)
     print(f"  the policy analyst's sub-thread holds {partial} messages of its unfinished attempt")
-    run = await research_team(models=models).resume(run, on_step=Progress())
+    # the dead child still holds the run's lease until it expires: wait for that
+    print(f"  waiting for the dead runner's {CHILD_LEASE:g} s lease to expire, then resuming")
+    team = research_team(models=models)
+    run = await team.resume(run, on_step=Progress(), wait_for_lease=CHILD_LEASE * 4)
     require(run)
     crashed = [r for r in run.execution.history if r.status == "failed"]
     print(f"  resumed: {run.execution.status}; rolled back and re-ran {[r.step for r in crashed]}")
@@ -444,7 +451,9 @@ async def child(db: Path, thread_id: str, models: Models) -> None:
 
     async with SQLiteStore(db) as store:
         team = research_team(models=models)
-        await team.run(QUESTION, store=store, id=thread_id, on_step=report)
+        await team.run(
+            QUESTION, store=store, id=thread_id, on_step=report, lease_duration=CHILD_LEASE
+        )
 
 
 async def start(args: argparse.Namespace) -> None:
