@@ -19,7 +19,7 @@ schema 1) had labels: a label `x` reads as the tag `{"x": ""}`. Such a key may b
 the key rules (a space, say, or up to 128 characters); it is kept as it is, and tags
 read from a thread (`thread.tags`, a `Tags`) are taken back as they are by `fork`,
 `update` and imports, so every thread stays forkable and exportable. A new key must
-follow the rules.
+follow the rules. Tags read back sorted by key (PostgreSQL's jsonb keeps no key order).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ MAX_LABEL_LENGTH = 128
 
 KEY_RULE = "1-64 characters, each an ASCII letter, a digit or one of _ - . : /"
 
-_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+_KEY = re.compile(rf"[A-Za-z0-9_.:/-]{{1,{MAX_KEY_LENGTH}}}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HINT_LABELS = 3
 """How many of the labels of an old-style tags list the error's hint spells out."""
