@@ -20,17 +20,25 @@ Garbage: a record keeps segments and blobs alive through three keys of its `data
 checkpoints, see `log_row_references`). `vacuum()` deletes what nothing references,
 sparing anything written within a grace period so that an append between its rows and
 its pointer is never collected.
+
+A new record may reference old data that vacuum is about to free: a fork of a thread
+that is being deleted, written after vacuum read the records. So storing a new record
+also marks what it references as written now, and vacuum deletes a segment or blob
+only if it was not written since its cutoff, checked atomically with the deletion: the
+mark either lands first (the data is spared) or finds the data gone (the new record
+is taken back and refused). Nothing a stored record references is ever collected.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import socket
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar, NamedTuple, Protocol, Self, TypeAlias, runtime_checkable
@@ -120,10 +128,15 @@ class ThreadStore(Protocol):
         """Store `record` if the stored version equals `expected_version`.
 
         `expected_version=0` means the record must not exist yet. Returns the record as
-        stored, with `version == expected_version + 1`.
+        stored, with `version == expected_version + 1`. A new record marks the segments
+        and blobs it references (`record_references`) as written now, so that a
+        `vacuum()` running meanwhile spares them.
 
         Raises:
             ConflictError: the stored version differs (someone else wrote first).
+            StoreCorruptedError: a new record references a segment or blob that is gone
+                (vacuum freed it after the last record using it was deleted); the new
+                record is not kept.
         """
         ...
 
@@ -174,8 +187,14 @@ class ThreadStore(Protocol):
         """Every segment id, with the Unix time of its last write."""
         ...
 
-    async def delete_segments(self, segment_ids: Collection[str]) -> None:
-        """Delete these segments and all their rows."""
+    async def delete_segments(
+        self, segment_ids: Collection[str], *, not_written_since: float | None = None
+    ) -> int:
+        """Delete these segments and all their rows; returns how many there were.
+
+        With `not_written_since` (a Unix time), only those whose last write (or mark, see
+        `put_record`) is not after it, checked atomically with each deletion.
+        """
         ...
 
     async def put_blob(self, data: bytes) -> str:
@@ -190,8 +209,14 @@ class ThreadStore(Protocol):
         """Every blob digest, with the Unix time it was (last) written."""
         ...
 
-    async def delete_blobs(self, digests: Collection[str]) -> None:
-        """Delete these blobs."""
+    async def delete_blobs(
+        self, digests: Collection[str], *, not_written_since: float | None = None
+    ) -> int:
+        """Delete these blobs; returns how many there were.
+
+        With `not_written_since`, only those not written (or marked) after it, as
+        `delete_segments`.
+        """
         ...
 
     async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
@@ -323,10 +348,40 @@ class StoreBase(ABC):
     async def put_record(self, record: Record, *, expected_version: int) -> Record:
         validate_record(record)
         try:
-            return await self._do_put_record(record, expected_version=expected_version)
+            stored = await self._do_put_record(record, expected_version=expected_version)
         except Exception as exc:
             self._raise_translated(exc, "put_record")
             raise
+        if expected_version == 0:
+            await self._hold_references(stored)
+        return stored
+
+    async def _hold_references(self, record: Record) -> None:
+        """Mark what a new record references as written now; take it back if some is gone.
+
+        After the record is stored, not before: a mark that lands before a running
+        vacuum listed the data could still be collected, as that vacuum may have read
+        the records before this one was there. Stored first, the record is either seen
+        by a vacuum or marks its data after that vacuum's cutoff.
+        """
+        segments, blobs = held_references(record)
+        if not segments and not blobs:
+            return
+        try:
+            gone_segments, gone_blobs = await self._do_mark_written(segments, blobs, time.time())
+        except Exception as exc:
+            self._raise_translated(exc, "put_record")
+            raise
+        if gone_segments or gone_blobs:
+            with contextlib.suppress(ConflictError):  # written to since: it is its writer's
+                await self.delete_record(record.kind, record.id, expected_version=record.version)
+            gone = [f"segment {s!r}" for s in sorted(gone_segments)]
+            gone += [f"blob {b}" for b in sorted(gone_blobs)]
+            raise StoreCorruptedError(
+                f"{record.kind} {record.id!r}",
+                detail=f"references {', '.join(gone)}, which vacuum() freed after the last"
+                " record using it was deleted; the new record was not kept",
+            )
 
     async def delete_record(
         self, kind: str, record_id: str, *, expected_version: int | None = None
@@ -386,14 +441,17 @@ class StoreBase(ABC):
             self._raise_translated(exc, "list_segments")
             raise
 
-    async def delete_segments(self, segment_ids: Collection[str]) -> None:
+    async def delete_segments(
+        self, segment_ids: Collection[str], *, not_written_since: float | None = None
+    ) -> int:
         ids = [validate_id(s, what="segment id") for s in segment_ids]
-        if ids:
-            try:
-                await self._do_delete_segments(ids)
-            except Exception as exc:
-                self._raise_translated(exc, "delete_segments")
-                raise
+        if not ids:
+            return 0
+        try:
+            return await self._do_delete_segments(ids, not_written_since=not_written_since)
+        except Exception as exc:
+            self._raise_translated(exc, "delete_segments")
+            raise
 
     async def put_blob(self, data: bytes) -> str:
         digest = digest_of(data)
@@ -419,14 +477,17 @@ class StoreBase(ABC):
             self._raise_translated(exc, "list_blobs")
             raise
 
-    async def delete_blobs(self, digests: Collection[str]) -> None:
+    async def delete_blobs(
+        self, digests: Collection[str], *, not_written_since: float | None = None
+    ) -> int:
         checked = [validate_digest(d) for d in digests]
-        if checked:
-            try:
-                await self._do_delete_blobs(checked)
-            except Exception as exc:
-                self._raise_translated(exc, "delete_blobs")
-                raise
+        if not checked:
+            return 0
+        try:
+            return await self._do_delete_blobs(checked, not_written_since=not_written_since)
+        except Exception as exc:
+            self._raise_translated(exc, "delete_blobs")
+            raise
 
     async def vacuum(self, *, grace: float = DEFAULT_VACUUM_GRACE) -> VacuumReport:
         """Delete segments and blobs no record references, older than `grace` seconds."""
@@ -474,7 +535,10 @@ class StoreBase(ABC):
     async def _do_list_segments(self) -> dict[str, float]: ...
 
     @abstractmethod
-    async def _do_delete_segments(self, segment_ids: list[str]) -> None: ...
+    async def _do_delete_segments(
+        self, segment_ids: list[str], *, not_written_since: float | None
+    ) -> int:
+        """Delete, each atomically with the check of its time; how many were deleted."""
 
     @abstractmethod
     async def _do_put_blob(self, digest: str, data: bytes) -> None: ...
@@ -486,7 +550,18 @@ class StoreBase(ABC):
     async def _do_list_blobs(self) -> dict[str, float]: ...
 
     @abstractmethod
-    async def _do_delete_blobs(self, digests: list[str]) -> None: ...
+    async def _do_delete_blobs(self, digests: list[str], *, not_written_since: float | None) -> int:
+        """Delete, each atomically with the check of its time; how many were deleted."""
+
+    @abstractmethod
+    async def _do_mark_written(
+        self, segment_ids: list[str], digests: list[str], now: float
+    ) -> tuple[set[str], set[str]]:
+        """Set the time of these segments and blobs to `now`; return those missing.
+
+        Each mark is atomic with respect to `_do_delete_segments` and `_do_delete_blobs`
+        (a deletion that checks the time sees it, or the mark finds the data gone).
+        """
 
     async def _do_vacuum(self, *, grace: float) -> VacuumReport:
         """Collect garbage through the public operations; a store may add its own cleanup."""
@@ -660,11 +735,33 @@ async def _references(store: ThreadStore, record: Record) -> tuple[set[str], set
             blobs |= blob_refs
 
 
+def held_references(record: Record) -> tuple[list[str], list[str]]:
+    """The segment ids and blob digests a new record needs to exist (see `put_record`).
+
+    Those of `record_references` that a store can hold: valid ids, segments of
+    non-empty ranges. Sorted.
+    """
+    ranges = _ranges_of(record.data.get("ranges")) + record_logs(record)
+    segments = {s for s, start, end in ranges if end > start and _is_valid(validate_id, s)}
+    blobs = {b for b in record_references(record)[1] if _is_valid(validate_digest, b)}
+    return sorted(segments), sorted(blobs)
+
+
+def _is_valid(check: Callable[[str], str], value: str) -> bool:
+    try:
+        check(value)
+    except ValueError:
+        return False
+    return True
+
+
 async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
     """The shared body of every store's `vacuum()`: delete unreferenced, old data.
 
     Lists segments and blobs before records, so anything written after the listing
-    is not a candidate, and anything referenced by then is kept.
+    is not a candidate, and anything referenced by then is kept. A record stored after
+    the records were read marks what it references after the cutoff, and the deletion
+    spares what was written (or marked) since the cutoff (see `put_record`).
     """
     cutoff = time.time() - grace
     segments = await store.list_segments()
@@ -677,11 +774,12 @@ async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
         live_blobs |= blob_refs
     dead_segments = [s for s, t in segments.items() if s not in live_segments and t <= cutoff]
     dead_blobs = [b for b, t in blobs.items() if b not in live_blobs and t <= cutoff]
+    segments_deleted = blobs_deleted = 0
     if dead_segments:
-        await store.delete_segments(dead_segments)
+        segments_deleted = await store.delete_segments(dead_segments, not_written_since=cutoff)
     if dead_blobs:
-        await store.delete_blobs(dead_blobs)
-    return VacuumReport(segments_deleted=len(dead_segments), blobs_deleted=len(dead_blobs))
+        blobs_deleted = await store.delete_blobs(dead_blobs, not_written_since=cutoff)
+    return VacuumReport(segments_deleted=segments_deleted, blobs_deleted=blobs_deleted)
 
 
 __all__ = [
@@ -700,6 +798,7 @@ __all__ = [
     "check_span",
     "collect_garbage",
     "digest_of",
+    "held_references",
     "log_row_references",
     "record_logs",
     "record_references",

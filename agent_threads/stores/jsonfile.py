@@ -419,17 +419,52 @@ class JsonFileStore(StoreBase):
     def _times(directory: Path, suffix: str) -> dict[str, float]:
         return {name: stat.st_mtime for name, stat in _stats(_entries(directory, suffix)).items()}
 
-    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
-        paths = [self._segment_path(s) for s in segment_ids]
-        await self._write(lambda: self._unlink_all(paths))
-        self._index.forget(segment_ids)
+    async def _do_delete_segments(
+        self, segment_ids: list[str], *, not_written_since: float | None
+    ) -> int:
+        paths = {self._segment_path(s): s for s in segment_ids}
+        deleted = await self._write(lambda: self._unlink_all(list(paths), not_written_since))
+        self._index.forget([paths[p] for p in deleted])
+        return len(deleted)
 
     @staticmethod
-    def _unlink_all(paths: Sequence[Path]) -> None:
+    def _unlink_all(paths: Sequence[Path], not_written_since: float | None) -> list[Path]:
+        """Unlink the files not modified after `not_written_since`; the ones unlinked.
+
+        Under the lock file, as every write and mark is: a file's time cannot change
+        between its check and its unlinking.
+        """
+        deleted = []
         for path in paths:
-            path.unlink(missing_ok=True)
-        for directory in {p.parent for p in paths}:
+            try:
+                if not_written_since is None or path.stat().st_mtime <= not_written_since:
+                    path.unlink()
+                    deleted.append(path)
+            except FileNotFoundError:
+                continue
+        for directory in {p.parent for p in deleted}:
             _files.fsync_dir(directory)
+        return deleted
+
+    async def _do_mark_written(
+        self, segment_ids: list[str], digests: list[str], now: float
+    ) -> tuple[set[str], set[str]]:
+        segments = {self._segment_path(s): s for s in segment_ids}
+        blobs = {self._blob_path(d): d for d in digests}
+        missing = await self._write(lambda: self._set_times([*segments, *blobs], now))
+        gone_segments = {segments[p] for p in missing if p in segments}
+        return gone_segments, {blobs[p] for p in missing if p in blobs}
+
+    @staticmethod
+    def _set_times(paths: Sequence[Path], now: float) -> list[Path]:
+        """Set each file's times to `now` (under the lock file); the files missing."""
+        missing = []
+        for path in paths:
+            try:
+                os.utime(path, (now, now))
+            except FileNotFoundError:
+                missing.append(path)
+        return missing
 
     # -- blobs ----------------------------------------------------------------------
 
@@ -457,9 +492,9 @@ class JsonFileStore(StoreBase):
         times = await self._read(lambda: self._times(self._root / "blobs", ""))
         return {name: t for name, t in times.items() if _is_digest(name)}
 
-    async def _do_delete_blobs(self, digests: list[str]) -> None:
+    async def _do_delete_blobs(self, digests: list[str], *, not_written_since: float | None) -> int:
         paths = [self._blob_path(d) for d in digests]
-        await self._write(lambda: self._unlink_all(paths))
+        return len(await self._write(lambda: self._unlink_all(paths, not_written_since)))
 
     # -- garbage ----------------------------------------------------------------------
 

@@ -109,17 +109,23 @@ class MemoryStore(StoreBase):
     async def _do_list_segments(self) -> dict[str, float]:
         return {sid: seg.written_at for sid, seg in self._segments.items()}
 
-    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
+    async def _do_delete_segments(
+        self, segment_ids: list[str], *, not_written_since: float | None
+    ) -> int:
+        deleted = 0
         for segment_id in segment_ids:
-            segment = self._segments.pop(segment_id, None)
-            if segment is None:
+            segment = self._segments.get(segment_id)
+            if segment is None or _written_since(segment.written_at, not_written_since):
                 continue
+            del self._segments[segment_id]
+            deleted += 1
             for position, row in segment.rows.items():
                 places = self._by_message.get(row.message_id)
                 if places is not None:
                     places.discard((segment_id, position))
                     if not places:
                         del self._by_message[row.message_id]
+        return deleted
 
     async def _do_put_blob(self, digest: str, data: bytes) -> None:
         self._blobs[digest] = (bytes(data), time.time())
@@ -131,6 +137,27 @@ class MemoryStore(StoreBase):
     async def _do_list_blobs(self) -> dict[str, float]:
         return {digest: written for digest, (_, written) in self._blobs.items()}
 
-    async def _do_delete_blobs(self, digests: list[str]) -> None:
+    async def _do_delete_blobs(self, digests: list[str], *, not_written_since: float | None) -> int:
+        deleted = 0
         for digest in digests:
-            self._blobs.pop(digest, None)
+            entry = self._blobs.get(digest)
+            if entry is not None and not _written_since(entry[1], not_written_since):
+                del self._blobs[digest]
+                deleted += 1
+        return deleted
+
+    async def _do_mark_written(
+        self, segment_ids: list[str], digests: list[str], now: float
+    ) -> tuple[set[str], set[str]]:
+        for segment_id in segment_ids:
+            if segment_id in self._segments:
+                self._segments[segment_id].written_at = now
+        for digest in digests:
+            if digest in self._blobs:
+                self._blobs[digest] = (self._blobs[digest][0], now)
+        missing_segments = {s for s in segment_ids if s not in self._segments}
+        return missing_segments, {d for d in digests if d not in self._blobs}
+
+
+def _written_since(written_at: float, cutoff: float | None) -> bool:
+    return cutoff is not None and written_at > cutoff

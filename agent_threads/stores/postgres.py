@@ -159,6 +159,17 @@ ON CONFLICT (digest) DO UPDATE SET written_at = EXCLUDED.written_at
 """
 
 
+_MARK_WRITTEN = """
+WITH segments_marked AS (
+    UPDATE segments SET written_at = $3 WHERE segment_id = ANY($1::text[])
+    RETURNING segment_id),
+blobs_marked AS (
+    UPDATE blobs SET written_at = $3 WHERE digest = ANY($2::text[])
+    RETURNING digest)
+SELECT ARRAY(SELECT segment_id FROM segments_marked), ARRAY(SELECT digest FROM blobs_marked)
+"""
+
+
 def _jsonb_text(value: JsonValue) -> str:
     """JSON text for a JSONB column that reads back as the same Python values.
 
@@ -462,11 +473,27 @@ class PostgresStore(StoreBase):
             rows = await connection.fetch("SELECT segment_id, written_at FROM segments")
         return {row[0]: row[1] for row in rows}
 
-    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
+    async def _do_delete_segments(
+        self, segment_ids: list[str], *, not_written_since: float | None
+    ) -> int:
         async with self._connection() as connection:
-            await connection.execute(
-                "DELETE FROM segments WHERE segment_id = ANY($1::text[])", segment_ids
+            # a row a concurrent mark updated is checked again after it (read committed)
+            deleted = await connection.fetch(
+                "DELETE FROM segments WHERE segment_id = ANY($1::text[])"
+                " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING 1",
+                segment_ids,
+                not_written_since,
             )
+        return len(deleted)
+
+    async def _do_mark_written(
+        self, segment_ids: list[str], digests: list[str], now: float
+    ) -> tuple[set[str], set[str]]:
+        async with self._connection() as connection:
+            segments, blobs = await _fetch_pair(
+                connection, _MARK_WRITTEN, segment_ids, digests, now
+            )
+        return set(segment_ids) - set(segments), set(digests) - set(blobs)
 
     # -- blobs ------------------------------------------------------------------------
 
@@ -486,9 +513,15 @@ class PostgresStore(StoreBase):
             rows = await connection.fetch("SELECT digest, written_at FROM blobs")
         return {row[0]: row[1] for row in rows}
 
-    async def _do_delete_blobs(self, digests: list[str]) -> None:
+    async def _do_delete_blobs(self, digests: list[str], *, not_written_since: float | None) -> int:
         async with self._connection() as connection:
-            await connection.execute("DELETE FROM blobs WHERE digest = ANY($1::text[])", digests)
+            deleted = await connection.fetch(
+                "DELETE FROM blobs WHERE digest = ANY($1::text[])"
+                " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING 1",
+                digests,
+                not_written_since,
+            )
+        return len(deleted)
 
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore"]

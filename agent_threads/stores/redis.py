@@ -172,7 +172,14 @@ return -1
 """
 
 _DELETE_SEGMENT = """
--- KEYS[1] segment hash, KEYS[2] segments zset, KEYS[3] messages hash; ARGV: segment id
+-- KEYS[1] segment hash, KEYS[2] segments zset, KEYS[3] messages hash;
+-- ARGV: segment id, the time after which a write spares it or ''. Returns 1 if deleted.
+if ARGV[2] ~= '' then
+  local written = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  if written and tonumber(written) > tonumber(ARGV[2]) then
+    return 0
+  end
+end
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local newline = string.find(all[i + 1], '\\n', 1, true)
@@ -191,8 +198,44 @@ for i = 1, #all, 2 do
   end
 end
 redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-return #all / 2
+local listed = redis.call('ZREM', KEYS[2], ARGV[1])
+if listed == 1 or #all > 0 then
+  return 1
+end
+return 0
+"""
+
+_DELETE_BLOBS = """
+-- ARGV: base, the time after which a write spares a blob or '', digests...
+-- Returns how many were deleted.
+local base, deleted = ARGV[1], 0
+for i = 3, #ARGV do
+  local written = redis.call('ZSCORE', base .. 'blobs', ARGV[i])
+  if ARGV[2] == '' or not written or tonumber(written) <= tonumber(ARGV[2]) then
+    deleted = deleted + redis.call('DEL', base .. 'blob:' .. ARGV[i])
+    redis.call('ZREM', base .. 'blobs', ARGV[i])
+  end
+end
+return deleted
+"""
+
+_BLOBS_PER_SCRIPT = 256
+"""Blobs one deleting script handles: bounded time inside Redis."""
+
+_MARK_WRITTEN = """
+-- ARGV: base, now, how many segment ids follow, segment ids..., digests...
+-- Returns the segment ids and digests not found (each list prefixed by its name).
+local base, now, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local missing = {}
+for i = 4, #ARGV do
+  local set = (i < 4 + count) and 'segments' or 'blobs'
+  if redis.call('ZSCORE', base .. set, ARGV[i]) then
+    redis.call('ZADD', base .. set, now, ARGV[i])
+  else
+    missing[#missing + 1] = set .. ':' .. ARGV[i]
+  end
+end
+return missing
 """
 
 
@@ -296,6 +339,8 @@ class RedisStore(StoreBase):
                         ("list_records", _LIST_RECORDS),
                         ("append_rows", _APPEND_ROWS),
                         ("delete_segment", _DELETE_SEGMENT),
+                        ("delete_blobs", _DELETE_BLOBS),
+                        ("mark_written", _MARK_WRITTEN),
                     ]
                 }
                 self._client = client
@@ -429,15 +474,32 @@ class RedisStore(StoreBase):
             )
         return {_text(member, f"Redis key {key!r}"): float(score) for member, score in pairs}
 
-    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
+    async def _do_delete_segments(
+        self, segment_ids: list[str], *, not_written_since: float | None
+    ) -> int:
+        cutoff = "" if not_written_since is None else repr(not_written_since)
+        deleted = 0
         for segment_id in segment_ids:  # one script per segment: bounded time inside Redis
             key = self._key("segment", segment_id)
             with _foreign_keys_are_corruption(f"Redis key {key!r}"):
-                await self._run(
+                deleted += await self._run(
                     "delete_segment",
                     [key, self._key("segments"), self._key("messages")],
-                    [segment_id],
+                    [segment_id, cutoff],
                 )
+        return deleted
+
+    async def _do_mark_written(
+        self, segment_ids: list[str], digests: list[str], now: float
+    ) -> tuple[set[str], set[str]]:
+        args = [self._base, repr(now), len(segment_ids), *segment_ids, *digests]
+        with _foreign_keys_are_corruption(f"Redis keys {self.key_pattern!r}"):
+            missing = await self._run("mark_written", [], args)
+        gone: dict[str, set[str]] = {"segments": set(), "blobs": set()}
+        for entry in missing:
+            kind, _, name = _text(entry, f"Redis keys {self.key_pattern!r}").partition(":")
+            gone[kind].add(name)
+        return gone["segments"], gone["blobs"]
 
     # -- blobs ------------------------------------------------------------------------
 
@@ -457,12 +519,14 @@ class RedisStore(StoreBase):
     async def _do_list_blobs(self) -> dict[str, float]:
         return await self._scores("blobs")
 
-    async def _do_delete_blobs(self, digests: list[str]) -> None:
-        client = await self._connection()
-        async with client.pipeline(transaction=True) as pipe:
-            pipe.delete(*[self._key("blob", d) for d in digests])
-            pipe.zrem(self._key("blobs"), *digests)
-            await pipe.execute()
+    async def _do_delete_blobs(self, digests: list[str], *, not_written_since: float | None) -> int:
+        cutoff = "" if not_written_since is None else repr(not_written_since)
+        deleted = 0
+        for lo in range(0, len(digests), _BLOBS_PER_SCRIPT):
+            batch = digests[lo : lo + _BLOBS_PER_SCRIPT]
+            with _foreign_keys_are_corruption(f"Redis keys {self.key_pattern!r}"):
+                deleted += await self._run("delete_blobs", [], [self._base, cutoff, *batch])
+        return deleted
 
 
 __all__ = ["RedisStore"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import sqlite3
 import time
@@ -449,9 +450,16 @@ class SQLiteStore(StoreBase):
             found = await connection.execute_fetchall("SELECT name, written_at FROM segments")
         return {str(name): float(written) for name, written in found}
 
-    async def _do_delete_segments(self, segment_ids: list[str]) -> None:
-        names = [(s,) for s in segment_ids]
+    async def _do_delete_segments(
+        self, segment_ids: list[str], *, not_written_since: float | None
+    ) -> int:
         async with self._transaction() as connection:
+            names = [
+                (name,)
+                for name in await _present(
+                    connection, "segments", "name", segment_ids, not_written_since
+                )
+            ]
             for table in ("chunks", "unindexed"):
                 await connection.executemany(
                     f"DELETE FROM {table} WHERE key IN (SELECT key FROM {table}, {_BASE}"
@@ -465,6 +473,7 @@ class SQLiteStore(StoreBase):
                 " NOT IN (SELECT id FROM segments)"
             )
         await self._reclaim()
+        return len(names)
 
     # -- blobs ----------------------------------------------------------------------
 
@@ -493,11 +502,56 @@ class SQLiteStore(StoreBase):
             found = await connection.execute_fetchall("SELECT digest, written_at FROM blobs")
         return {str(digest): float(written) for digest, written in found}
 
-    async def _do_delete_blobs(self, digests: list[str]) -> None:
-        keys = [(d,) for d in digests]
+    async def _do_delete_blobs(self, digests: list[str], *, not_written_since: float | None) -> int:
         async with self._transaction() as connection:
+            keys = [
+                (digest,)
+                for digest in await _present(
+                    connection, "blobs", "digest", digests, not_written_since
+                )
+            ]
             await connection.executemany("DELETE FROM blobs WHERE digest = ?", keys)
         await self._reclaim()
+        return len(keys)
+
+    async def _do_mark_written(
+        self, segment_ids: list[str], digests: list[str], now: float
+    ) -> tuple[set[str], set[str]]:
+        async with self._transaction() as connection:
+            await connection.executemany(
+                "UPDATE segments SET written_at = ? WHERE name = ?", [(now, s) for s in segment_ids]
+            )
+            await connection.executemany(
+                "UPDATE blobs SET written_at = ? WHERE digest = ?", [(now, d) for d in digests]
+            )
+            segments = await _present(connection, "segments", "name", segment_ids, None)
+            blobs = await _present(connection, "blobs", "digest", digests, None)
+        return set(segment_ids) - set(segments), set(digests) - set(blobs)
+
+
+_KEYS_PER_QUERY = 500
+"""Keys one `IN (...)` lists: under SQLite's lowest limit of parameters (999)."""
+
+
+async def _present(
+    connection: aiosqlite.Connection,
+    table: str,
+    column: str,
+    keys: list[str],
+    not_written_since: float | None,
+) -> list[str]:
+    """Those of `keys` in `table` (by `column`), not written after `not_written_since`."""
+    found: list[str] = []
+    cutoff = math.inf if not_written_since is None else not_written_since
+    for lo in range(0, len(keys), _KEYS_PER_QUERY):
+        batch = keys[lo : lo + _KEYS_PER_QUERY]
+        rows = await connection.execute_fetchall(
+            f"SELECT {column} FROM {table} WHERE written_at <= ?"  # fixed names only
+            f" AND {column} IN ({', '.join('?' * len(batch))})",
+            (cutoff, *batch),
+        )
+        found += [str(key) for (key,) in rows]
+    return found
 
 
 def _connection_lock() -> anyio.Lock:
