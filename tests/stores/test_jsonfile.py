@@ -89,6 +89,29 @@ def test_any_row_text_reads_back_exactly(data: list[str]) -> None:
     anyio.run(round_trip)
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.sampled_from([1, 300, 5_000, 40_000, 200_000]), min_size=1, max_size=12),
+    st.data(),
+)
+def test_any_range_reads_back_whatever_the_line_lengths(
+    lengths: list[int], data: st.DataObject
+) -> None:
+    """Short and long lines mixed, so a search for a position lands anywhere in them."""
+    rows = [Row(f"m{i}", json.dumps(str(i) * n)) for i, n in enumerate(lengths)]
+    start = data.draw(st.integers(0, len(rows) - 1))
+    end = data.draw(st.integers(start + 1, len(rows)))
+
+    async def read_back() -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            async with JsonFileStore(directory) as store:
+                for i, row in enumerate(rows):  # one append each: the file grows as usual
+                    await store.append_rows("seg", i, [row])
+                assert await store.read_rows("seg", start, end) == [r.data for r in rows[start:end]]
+
+    anyio.run(read_back)
+
+
 async def test_a_torn_last_line_is_reported_ignored_and_replaced(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -194,6 +217,57 @@ async def test_reading_the_tail_of_a_long_segment_reads_a_few_kilobytes(
     assert [json.loads(r).split()[0] for r in tail] == [str(i) for i in range(19_995, 20_000)]
     assert (tmp_path / "segments" / "long.jsonl").stat().st_size > 10_000_000
     assert read < 200_000
+
+
+class _Reads:
+    """Counts `os.pread` calls and the bytes they return."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = self.bytes = 0
+        self._pread = os.pread
+        monkeypatch.setattr(os, "pread", self._counting)
+
+    def _counting(self, fd: int, size: int, offset: int) -> bytes:
+        data = self._pread(fd, size, offset)
+        self.calls += 1
+        self.bytes += len(data)
+        return data
+
+    def reset(self) -> None:
+        self.calls = self.bytes = 0
+
+
+LONG_LINE = 20_000_000
+READS = 64
+"""A few scans of the long line at most, each O(log n) reads that double."""
+SLACK = 1 << 20
+"""Bytes read beside the long line itself (its neighbours, probes of line starts)."""
+
+
+async def test_a_long_line_is_read_in_a_few_reads_whatever_its_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linear, not quadratic: a line of n bytes takes O(log n) reads, each growing.
+
+    Reads of a fixed size (64 KiB: ~300 of them for 20 MB, 4 KiB: ~5,000) joined one by
+    one cost O(n^2) copies; reads that double cost O(n) however they are joined. So
+    counting reads guards the time it takes, without timing anything.
+    """
+    long = json.dumps({"text": "x" * LONG_LINE})
+    async with JsonFileStore(tmp_path) as store:
+        await store.append_rows("seg", 0, [Row("m0", '"first"'), Row("m1", long)])
+        size = (tmp_path / "segments" / "seg.jsonl").stat().st_size
+        reads = _Reads(monkeypatch)
+        await store.append_rows("seg", 2, [Row("m2", '"after"')])  # finds the last position
+        assert reads.calls <= READS and reads.bytes <= 2 * size + SLACK
+        for start, end in [(0, 3), (1, 2), (2, 3)]:  # from the start; at it; past it
+            reads.reset()
+            rows = await store.read_rows("seg", start, end)
+            assert len(rows) == end - start and rows[0] == ['"first"', long, '"after"'][start]
+            assert reads.calls <= READS and reads.bytes <= 2 * size + SLACK, (start, end)
+        reads.reset()
+        assert await store.locate_message("m2") == [("seg", 2)]  # indexes every line
+        assert reads.calls <= READS and reads.bytes <= 2 * size + SLACK
 
 
 def test_the_store_runs_on_trio(tmp_path: Path) -> None:
