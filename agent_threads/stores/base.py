@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import re
 import socket
 import time
@@ -41,7 +42,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar, NamedTuple, Protocol, Self, TypeAlias, runtime_checkable
+from typing import (
+    ClassVar,
+    Literal,
+    NamedTuple,
+    Protocol,
+    Self,
+    TypeAlias,
+    overload,
+    runtime_checkable,
+)
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -63,6 +73,12 @@ from agent_threads.errors import (
 
 DEFAULT_VACUUM_GRACE = 60.0
 """Seconds during which a freshly written segment or blob is never vacuumed."""
+
+DEFAULT_CONNECT_TIMEOUT = 5.0
+"""Seconds a networked store (Redis, PostgreSQL) waits to open a connection."""
+
+DEFAULT_COMMAND_TIMEOUT = 30.0
+"""Seconds a networked store waits for the server to answer one command."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -263,11 +279,43 @@ def translate_error(
         if isinstance(exc, rule.drivers) and rule.when in str(exc):
             if rule.error is None:
                 return None
-            detail = f"{type(exc).__name__}: {exc}"
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else _silent(exc)
             if issubclass(rule.error, StoreUnavailableError):
                 return StoreUnavailableError(repr(store), operation=operation, detail=detail)
             return rule.error(repr(store), detail=f"{detail} (during {operation})")
     return None
+
+
+@overload
+def check_timeout(seconds: float, *, what: str, none: Literal[False]) -> float: ...
+
+
+@overload
+def check_timeout(seconds: float | None, *, what: str) -> float | None: ...
+
+
+def check_timeout(seconds: float | None, *, what: str, none: bool = True) -> float | None:
+    """Return `seconds` if it is a usable timeout: positive and finite (or None, if `none`).
+
+    Raises:
+        ValueError: naming `what`.
+    """
+    if seconds is None and none:
+        return None
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not 0 < seconds < math.inf
+    ):
+        allowed = "a positive number of seconds" + (" or None" if none else "")
+        raise ValueError(f"{what} must be {allowed}, not {seconds!r}")
+    return seconds
+
+
+def _silent(exc: Exception) -> str:
+    """What to say of a driver error without a message (asyncio's timeouts have none)."""
+    name = type(exc).__name__
+    return f"{name}: no answer in time" if isinstance(exc, TimeoutError) else name
 
 
 def redact_url(url: str) -> str:
@@ -784,6 +832,8 @@ async def collect_garbage(store: ThreadStore, *, grace: float) -> VacuumReport:
 
 __all__ = [
     "CONNECTION_ERRORS",
+    "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_VACUUM_GRACE",
     "LOGS_KEY",
     "MAX_POSITION",
@@ -796,6 +846,7 @@ __all__ = [
     "VacuumReport",
     "check_read",
     "check_span",
+    "check_timeout",
     "collect_garbage",
     "digest_of",
     "held_references",

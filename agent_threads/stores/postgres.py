@@ -51,11 +51,14 @@ from agent_threads.errors import (
 )
 from agent_threads.stores.base import (
     CONNECTION_ERRORS,
+    DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
     ErrorRule,
     Record,
     Row,
     StoreBase,
     check_read,
+    check_timeout,
     redact_url,
     version_conflict,
 )
@@ -238,15 +241,30 @@ class PostgresStore(StoreBase):
             never see each other's data.
         min_size: connections the pool keeps open.
         max_size: connections the pool opens at most.
+        connect_timeout: seconds to open a connection (TCP and the server's handshake),
+            after which the operation raises `StoreUnavailableError`.
+        command_timeout: seconds to wait for the answer to a statement, after which
+            the operation raises `StoreUnavailableError` (the statement is cancelled,
+            so a write rolls back; a lock waited for counts); None waits forever. A
+            server gone silent can hold the connection that long once more while the
+            driver cancels the statement.
 
     Raises:
         InvalidIdError: `schema` is not a plain identifier (letters, digits, `_`).
+        ValueError: a timeout is not a positive number.
     """
 
     driver_errors = _DRIVER_ERRORS
 
     def __init__(
-        self, dsn: str, *, schema: str = "agent_threads", min_size: int = 1, max_size: int = 10
+        self,
+        dsn: str,
+        *,
+        schema: str = "agent_threads",
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        command_timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
     ) -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
             raise InvalidIdError(
@@ -258,6 +276,8 @@ class PostgresStore(StoreBase):
         self._schema = schema
         self._min_size = min_size
         self._max_size = max_size
+        self._connect_timeout = check_timeout(connect_timeout, what="connect_timeout", none=False)
+        self._command_timeout = check_timeout(command_timeout, what="command_timeout")
         self._pool: asyncpg.Pool | None = None
         self._open_lock = anyio.Lock()
 
@@ -286,6 +306,8 @@ class PostgresStore(StoreBase):
                     self._dsn,
                     min_size=self._min_size,
                     max_size=self._max_size,
+                    timeout=self._connect_timeout,
+                    command_timeout=self._command_timeout,
                     server_settings={"search_path": f'"{self._schema}"'},
                     reset=_reset,
                 )

@@ -29,7 +29,9 @@ vacuuming client's clock. A command whose connection breaks raises
 `StoreUnavailableError` (from the driver's `redis.exceptions.ConnectionError`) and is
 not retried: a retried write could run twice (its reply was lost, not its effect).
 The next call reconnects; a pooled connection the server closed while idle is
-replaced before use.
+replaced before use. Nothing waits forever: connecting gives up after
+`connect_timeout`, a command whose reply does not come after `command_timeout`
+(`StoreUnavailableError` from `redis.exceptions.TimeoutError`; it may have run).
 
 Redis keeps threads only as safely as it is configured to: for threads you cannot
 lose, run it with `appendonly yes` and `maxmemory-policy noeviction` (an evicted row
@@ -58,11 +60,14 @@ from agent_threads.core.ids import validate_id
 from agent_threads.errors import ConflictError, StoreCorruptedError, StoreUnavailableError
 from agent_threads.stores.base import (
     CONNECTION_ERRORS,
+    DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
     ErrorRule,
     Record,
     Row,
     StoreBase,
     check_read,
+    check_timeout,
     redact_url,
     version_conflict,
 )
@@ -278,18 +283,35 @@ class RedisStore(StoreBase):
 
     Args:
         url: a redis-py URL, e.g. `redis://127.0.0.1:6379/0` or `rediss://...`.
+            Its `socket_connect_timeout` and `socket_timeout` options, if given, win
+            over the arguments below.
         prefix: the namespace of every key (a valid id); stores with different
             prefixes never see each other's data.
+        connect_timeout: seconds to open a connection, after which the operation
+            raises `StoreUnavailableError`.
+        command_timeout: seconds to wait for the reply to a command, after which the
+            operation raises `StoreUnavailableError` (the command may have run); None
+            waits forever.
 
     Raises:
         InvalidIdError: `prefix` is not a valid id.
+        ValueError: a timeout is not a positive number.
     """
 
     driver_errors = _DRIVER_ERRORS
 
-    def __init__(self, url: str, *, prefix: str = "agent_threads") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "agent_threads",
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        command_timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
+    ) -> None:
         self._url = url
         self._prefix = validate_id(prefix, what="Redis key prefix")
+        self._connect_timeout = check_timeout(connect_timeout, what="connect_timeout", none=False)
+        self._command_timeout = check_timeout(command_timeout, what="command_timeout")
         self._base = "{" + self._prefix + "}:"
         self._client: redis.Redis | None = None
         self._scripts: dict[str, Any] = {}
@@ -325,6 +347,8 @@ class RedisStore(StoreBase):
             if self._client is None:
                 client = redis.Redis.from_url(
                     self._url,
+                    socket_connect_timeout=self._connect_timeout,
+                    socket_timeout=self._command_timeout,
                     # no automatic retry: re-sending a write whose reply was lost runs it twice
                     retry=Retry(NoBackoff(), 0),
                     # RESP2: under RESP3, redis-py 8 stops replacing pooled connections

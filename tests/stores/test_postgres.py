@@ -29,6 +29,7 @@ from agent_threads import (
 from agent_threads.stores import postgres
 from agent_threads.stores.postgres import SCHEMA_VERSION, PostgresStore
 
+from ._silent import StallingProxy, silent_server, unaccepting_server
 from .conftest import POSTGRES_DSN, needs_server
 
 pytestmark = needs_server("postgres")
@@ -360,3 +361,70 @@ async def test_an_unreachable_server_raises_store_unavailable_naming_no_password
     assert isinstance(caught.value.__cause__, OSError)
     assert caught.value.operation == "open"
     assert "127.0.0.1" in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+# -- timeouts: a server that stops answering never hangs a call ------------------------------
+
+TIMEOUT = 0.5
+"""The connect and command timeouts of these tests; a call must end well within BOUND."""
+BOUND = 5.0
+
+
+def _quick_store(port: int, schema: str) -> PostgresStore:
+    """A store with short timeouts, reaching the server through loopback `port`."""
+    parsed = urlparse(POSTGRES_DSN)
+    userinfo = parsed.netloc.rpartition("@")[0]
+    netloc = f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
+    dsn = parsed._replace(netloc=netloc).geturl()
+    return PostgresStore(
+        dsn, schema=schema, max_size=1, connect_timeout=TIMEOUT, command_timeout=TIMEOUT
+    )
+
+
+async def test_a_server_that_never_answers_fails_the_open_after_the_connect_timeout() -> None:
+    async with silent_server() as port:
+        store = _quick_store(port, fresh_schema())
+        with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+            async with store:
+                pass
+    assert (caught.value.store, caught.value.operation) == (repr(store), "open")
+    assert isinstance(caught.value.__cause__, TimeoutError)
+    assert "no answer in time" in str(caught.value)
+
+
+async def test_a_server_that_accepts_no_connection_fails_after_the_connect_timeout() -> None:
+    with unaccepting_server() as port:
+        store = _quick_store(port, fresh_schema())
+        with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+            async with store:
+                pass
+    assert (caught.value.store, caught.value.operation) == (repr(store), "open")
+
+
+async def test_a_server_gone_silent_fails_a_statement_after_the_command_timeout(
+    store: PostgresStore,
+) -> None:
+    parsed = urlparse(POSTGRES_DSN)
+    proxy = StallingProxy((parsed.hostname or "127.0.0.1", parsed.port or 5432))
+    async with proxy.running():
+        slow = _quick_store(proxy.port, store.schema)
+        with anyio.fail_after(4 * BOUND):
+            async with slow:
+                stored = await slow.put_record(Record(kind="k", id="r"), expected_version=0)
+                proxy.stall()
+                with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+                    await slow.get_record("k", "r")
+                assert (caught.value.store, caught.value.operation) == (repr(slow), "get_record")
+                proxy.resume()
+                assert await slow.get_record("k", "r") == stored  # the same store recovers
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "5"])
+def test_bad_timeouts_are_refused_by_name(bad: Any) -> None:
+    with pytest.raises(ValueError, match="connect_timeout"):
+        PostgresStore(POSTGRES_DSN, connect_timeout=bad)
+    with pytest.raises(ValueError, match="command_timeout"):
+        PostgresStore(POSTGRES_DSN, command_timeout=bad)
+    nothing: Any = None  # waiting forever to connect is never wanted
+    with pytest.raises(ValueError, match="connect_timeout"):
+        PostgresStore(POSTGRES_DSN, connect_timeout=nothing)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import urlparse
 
 import anyio
@@ -12,6 +14,7 @@ import pytest
 import redis.asyncio as redis
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_threads import (
     ChatMessageThread,
@@ -24,6 +27,7 @@ from agent_threads import (
 )
 from agent_threads.stores.redis import RedisStore
 
+from ._silent import StallingProxy, silent_server, unaccepting_server
 from .conftest import REDIS_URL, needs_server
 
 pytestmark = needs_server("redis")
@@ -325,3 +329,63 @@ async def test_an_unreachable_server_raises_store_unavailable_naming_no_password
     assert isinstance(caught.value.__cause__, RedisConnectionError)
     assert caught.value.operation == "open"
     assert "127.0.0.1" in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+# -- timeouts: a server that stops answering never hangs a call ------------------------------
+
+TIMEOUT = 0.5
+"""The connect and command timeouts of these tests; a call must end well within BOUND."""
+BOUND = 5.0
+
+
+def _quick_store(port: int, prefix: str) -> RedisStore:
+    """A store with short timeouts, reaching the server through loopback `port`."""
+    return RedisStore(
+        _url_through(port), prefix=prefix, connect_timeout=TIMEOUT, command_timeout=TIMEOUT
+    )
+
+
+async def test_a_server_that_never_answers_fails_the_open_after_the_command_timeout() -> None:
+    async with silent_server() as port:
+        store = _quick_store(port, "silent")
+        with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+            async with store:  # connected at once; its PING is never answered
+                pass
+    assert (caught.value.store, caught.value.operation) == (repr(store), "open")
+    assert isinstance(caught.value.__cause__, RedisTimeoutError)
+
+
+async def test_a_server_that_accepts_no_connection_fails_after_the_connect_timeout() -> None:
+    with unaccepting_server() as port:
+        store = _quick_store(port, "unaccepted")
+        with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+            async with store:
+                pass
+    assert (caught.value.store, caught.value.operation) == (repr(store), "open")
+
+
+async def test_a_server_gone_silent_fails_a_command_after_the_command_timeout(
+    store: RedisStore,
+) -> None:
+    parsed = urlparse(REDIS_URL)
+    proxy = StallingProxy((parsed.hostname or "127.0.0.1", parsed.port or 6379))
+    async with proxy.running():
+        slow = _quick_store(proxy.port, store.prefix)
+        with anyio.fail_after(4 * BOUND):
+            async with slow:
+                stored = await slow.put_record(Record(kind="k", id="r"), expected_version=0)
+                proxy.stall()
+                with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+                    await slow.get_record("k", "r")
+                assert (caught.value.store, caught.value.operation) == (repr(slow), "get_record")
+                assert isinstance(caught.value.__cause__, RedisTimeoutError)
+                proxy.resume()
+                assert await slow.get_record("k", "r") == stored  # the same store recovers
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "5"])
+def test_bad_timeouts_are_refused_by_name(bad: Any) -> None:
+    with pytest.raises(ValueError, match="connect_timeout"):
+        RedisStore(REDIS_URL, connect_timeout=bad)
+    with pytest.raises(ValueError, match="command_timeout"):
+        RedisStore(REDIS_URL, command_timeout=bad)
