@@ -40,7 +40,9 @@ try:
     import asyncpg
     from asyncpg.pool import PoolConnectionProxy
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("PostgresStore needs: pip install 'agent-threads[postgres]'") from exc
+    raise ImportError(
+        "PostgresStore needs: pip install 'agent-threads-framework[postgres]'"
+    ) from exc
 
 from agent_threads.errors import (
     ConflictError,

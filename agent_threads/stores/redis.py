@@ -54,7 +54,7 @@ try:
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("RedisStore needs: pip install 'agent-threads[redis]'") from exc
+    raise ImportError("RedisStore needs: pip install 'agent-threads-framework[redis]'") from exc
 
 from agent_threads.core.ids import validate_id
 from agent_threads.errors import ConflictError, StoreCorruptedError, StoreUnavailableError

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+import tomllib
+from pathlib import Path
 from typing import NamedTuple
 
 import anyio
@@ -17,6 +19,10 @@ class Driver(NamedTuple):
     top_level: str  # what importing it puts in sys.modules
     extra: str
 
+
+PROJECT = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+DISTRIBUTION = PROJECT["name"]
+"""What `pip install` knows the project as (the import package is `agent_threads`)."""
 
 DRIVERS = [
     pytest.param(
@@ -36,9 +42,15 @@ def test_a_missing_driver_names_the_extra_to_install(
     monkeypatch.setitem(sys.modules, driver.driver_module, None)  # as if not installed
     monkeypatch.delitem(sys.modules, driver.store_module)
     with pytest.raises(
-        ImportError, match=re.escape(f"pip install 'agent-threads[{driver.extra}]'")
+        ImportError, match=re.escape(f"pip install '{DISTRIBUTION}[{driver.extra}]'")
     ):
         importlib.import_module(driver.store_module)
+
+
+def test_the_extras_named_are_the_ones_the_project_declares() -> None:
+    for param in DRIVERS:
+        (driver,) = param.values
+        assert isinstance(driver, Driver) and driver.extra in PROJECT["optional-dependencies"]
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
