@@ -517,16 +517,15 @@ class SQLiteStore(StoreBase):
     async def _do_mark_written(
         self, segment_ids: list[str], digests: list[str], now: float
     ) -> tuple[set[str], set[str]]:
-        async with self._transaction() as connection:
-            await connection.executemany(
-                "UPDATE segments SET written_at = ? WHERE name = ?", [(now, s) for s in segment_ids]
-            )
-            await connection.executemany(
-                "UPDATE blobs SET written_at = ? WHERE digest = ?", [(now, d) for d in digests]
-            )
-            segments = await _present(connection, "segments", "name", segment_ids, None)
-            blobs = await _present(connection, "blobs", "digest", digests, None)
-        return set(segment_ids) - set(segments), set(digests) - set(blobs)
+        """One UPDATE a table, each its own transaction; a lookup only if some row is missing.
+
+        A row the UPDATE marked cannot be deleted by a vacuum running meanwhile (it
+        spares what was written since its cutoff), so the lookup after it is exact.
+        """
+        async with self._statement() as connection:
+            gone_segments = await _mark(connection, "segments", "name", segment_ids, now)
+            gone_blobs = await _mark(connection, "blobs", "digest", digests, now)
+        return gone_segments, gone_blobs
 
 
 _KEYS_PER_QUERY = 500
@@ -552,6 +551,24 @@ async def _present(
         )
         found += [str(key) for (key,) in rows]
     return found
+
+
+async def _mark(
+    connection: aiosqlite.Connection, table: str, column: str, keys: list[str], now: float
+) -> set[str]:
+    """Set `written_at` of the rows of `keys` in `table` to `now`; the keys with no row."""
+    marked = 0
+    for lo in range(0, len(keys), _KEYS_PER_QUERY):
+        batch = keys[lo : lo + _KEYS_PER_QUERY]
+        cursor = await connection.execute(
+            f"UPDATE {table} SET written_at = ?"  # fixed names only
+            f" WHERE {column} IN ({', '.join('?' * len(batch))})",
+            (now, *batch),
+        )
+        marked += cursor.rowcount
+    if marked == len(keys):  # the usual case: every one is there
+        return set()
+    return set(keys) - set(await _present(connection, table, column, keys, None))
 
 
 def _connection_lock() -> anyio.Lock:
