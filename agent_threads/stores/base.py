@@ -63,6 +63,7 @@ from agent_threads.core.ids import (
     validate_digest,
     validate_id,
 )
+from agent_threads.core.retry import DEFAULT_RETRY, RetryPolicy
 from agent_threads.errors import (
     AgentThreadsError,
     ConflictError,
@@ -122,6 +123,9 @@ class ThreadStore(Protocol):
     Any operation, `async with` included, raises `StoreUnavailableError` when the
     storage cannot be reached (a connection refused, lost or timed out).
     """
+
+    retry: RetryPolicy
+    """How the writes of threads in this store retry lost races (set it to change them)."""
 
     async def __aenter__(self) -> Self: ...
 
@@ -346,6 +350,9 @@ class StoreBase(ABC):
     """
 
     driver_errors: ClassVar[ErrorTable] = ()
+    retry: RetryPolicy = DEFAULT_RETRY
+    """The retry policy of writes to this store's threads: `store.retry = RetryPolicy(
+    deadline=60.0)` gives every write a minute; a call's `deadline=` still wins."""
     """What this store's driver errors mean here (see `ErrorRule`)."""
 
     def __repr__(self) -> str:

@@ -12,6 +12,7 @@ import json
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
@@ -33,7 +34,7 @@ from agent_threads.core.records import (
     read_thread_data,
     thread_exists,
 )
-from agent_threads.core.retry import DEFAULT_RETRY, RetryPolicy
+from agent_threads.core.retry import RetryPolicy
 from agent_threads.core.tags import (
     Tags,
     clean_tags,
@@ -445,8 +446,9 @@ class AgentThread(ABC):
         self._record = stored
 
     def retry_policy(self, deadline: float | None = None) -> RetryPolicy:
-        """How this handle's writes retry: the store's policy, or one with `deadline` seconds."""
-        return DEFAULT_RETRY if deadline is None else RetryPolicy(deadline=deadline)
+        """How this handle's writes retry: the store's `retry` policy, or its `deadline` s."""
+        policy = self._store.retry
+        return policy if deadline is None else replace(policy, deadline=deadline)
 
     async def _write_with_retry(
         self,

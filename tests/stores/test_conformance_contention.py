@@ -83,3 +83,19 @@ async def test_a_write_past_its_deadline_names_the_thread_attempts_and_time(
 def test_a_retry_policy_refuses_a_negative_deadline() -> None:
     with pytest.raises(ValueError, match="deadline"):
         RetryPolicy(deadline=-1)
+
+
+async def test_a_stores_retry_policy_applies_to_its_threads_and_a_call_overrides_it(
+    store: ThreadStore,
+) -> None:
+    first = await ChatMessageThread.create(store)
+    second = await ChatMessageThread.load(first.id, store=store)
+    store.retry = RetryPolicy(deadline=0)
+    try:
+        await first.on_new_messages([Message.user("first")])
+        with pytest.raises(ConflictError, match="deadline 0 s"):
+            await second.on_new_messages([Message.user("late")])
+        await second.on_new_messages([Message.user("then")], deadline=5)
+    finally:
+        store.retry = RetryPolicy()
+    assert [m.text for m in second.messages] == ["first", "then"]
