@@ -7,6 +7,7 @@ driver inside, so collection works without the extras installed.
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import uuid
@@ -127,12 +128,24 @@ async def _drop_schemas(schemas: list[str]) -> None:
         await connection.close()
 
 
+def _drop_emptied() -> None:
+    """Drop the reused test schemas (all of them: no test is using one any more)."""
+    schemas = list(_EMPTIED_SCHEMAS)
+    _EMPTIED_SCHEMAS.clear()
+    if schemas:
+        anyio.run(_drop_schemas, schemas)
+
+
+# a module importing STORES from elsewhere (tests/threads) runs no test of this directory,
+# so the session fixture below never starts for it: dropped on exit then
+atexit.register(_drop_emptied)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _drop_emptied_schemas() -> Iterator[None]:
     """Drop the reused test schemas once every test is done."""
     yield
-    if _EMPTIED_SCHEMAS:
-        anyio.run(_drop_schemas, list(_EMPTIED_SCHEMAS))
+    _drop_emptied()
 
 
 @asynccontextmanager
