@@ -31,6 +31,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/checkpoints.py
 	$(BIN)/python bench/workflows.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/contention.py
+	$(BIN)/python bench/jsonfile_lines.py
 
 # The release: sdist and wheel in dist/, checked, installed with every extra into a fresh
 # build/dist-venv beside llama-index-workflows, openai-agents and langgraph, quickstart run.

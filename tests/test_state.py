@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from agent_threads import ImmutableState, StateConflictError
 
 keys = st.sampled_from(["a", "b", "c", "d"])
-leaves = st.integers() | st.text(max_size=3) | st.booleans()
+leaves = (
+    st.integers() | st.text(st.characters(blacklist_characters="\x00"), max_size=3) | st.booleans()
+)  # NUL is refused
 objects = st.recursive(
     st.dictionaries(keys, leaves, max_size=3),
     lambda children: st.dictionaries(

@@ -130,7 +130,7 @@ class TiktokenCounter:
             import tiktoken
         except ImportError as exc:  # pragma: no cover - tiktoken is in the dev extra
             raise ImportError(
-                "TiktokenCounter needs: pip install 'agent-threads[tiktoken]'"
+                "TiktokenCounter needs: pip install 'agent-threads-framework[tiktoken]'"
             ) from exc
         self.encoding = tiktoken.get_encoding(encoding) if isinstance(encoding, str) else encoding
         self.per_message = per_message
