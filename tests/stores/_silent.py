@@ -16,6 +16,18 @@ from contextlib import asynccontextmanager, contextmanager, suppress
 import anyio
 from anyio.abc import SocketAttribute, SocketStream
 
+TIMEOUT = 0.5
+"""The connect and command timeouts of these tests; a call must end well within BOUND."""
+BOUND = 5.0
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
 
 async def _read_forever(client: SocketStream) -> None:
     async with client:

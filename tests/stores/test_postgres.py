@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,7 +28,14 @@ from agent_threads import (
 from agent_threads.stores import postgres
 from agent_threads.stores.postgres import SCHEMA_VERSION, PostgresStore
 
-from ._silent import StallingProxy, silent_server, unaccepting_server
+from ._silent import (
+    BOUND,
+    TIMEOUT,
+    StallingProxy,
+    closed_port,
+    silent_server,
+    unaccepting_server,
+)
 from .conftest import POSTGRES_DSN, needs_server
 
 pytestmark = needs_server("postgres")
@@ -345,16 +351,8 @@ async def test_a_connection_cut_during_a_write_raises_store_unavailable_then_rec
         assert second.version == 2  # the same store recovers
 
 
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 async def test_an_unreachable_server_raises_store_unavailable_naming_no_password() -> None:
-    dsn = f"postgresql://postgres:hunter2@127.0.0.1:{_closed_port()}/test"
+    dsn = f"postgresql://postgres:hunter2@127.0.0.1:{closed_port()}/test"
     with pytest.raises(StoreUnavailableError) as caught:
         async with PostgresStore(dsn):
             pass
@@ -364,10 +362,6 @@ async def test_an_unreachable_server_raises_store_unavailable_naming_no_password
 
 
 # -- timeouts: a server that stops answering never hangs a call ------------------------------
-
-TIMEOUT = 0.5
-"""The connect and command timeouts of these tests; a call must end well within BOUND."""
-BOUND = 5.0
 
 
 def _quick_store(port: int, schema: str) -> PostgresStore:

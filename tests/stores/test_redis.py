@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,7 +26,14 @@ from agent_threads import (
 )
 from agent_threads.stores.redis import RedisStore
 
-from ._silent import StallingProxy, silent_server, unaccepting_server
+from ._silent import (
+    BOUND,
+    TIMEOUT,
+    StallingProxy,
+    closed_port,
+    silent_server,
+    unaccepting_server,
+)
 from .conftest import REDIS_URL, needs_server
 
 pytestmark = needs_server("redis")
@@ -313,16 +319,8 @@ async def test_a_connection_cut_during_a_read_raises_store_unavailable_then_reco
         group.cancel_scope.cancel()
 
 
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 async def test_an_unreachable_server_raises_store_unavailable_naming_no_password() -> None:
-    url = f"redis://:hunter2@127.0.0.1:{_closed_port()}/0"
+    url = f"redis://:hunter2@127.0.0.1:{closed_port()}/0"
     with pytest.raises(StoreUnavailableError) as caught:
         async with RedisStore(url):
             pass
@@ -332,10 +330,6 @@ async def test_an_unreachable_server_raises_store_unavailable_naming_no_password
 
 
 # -- timeouts: a server that stops answering never hangs a call ------------------------------
-
-TIMEOUT = 0.5
-"""The connect and command timeouts of these tests; a call must end well within BOUND."""
-BOUND = 5.0
 
 
 def _quick_store(port: int, prefix: str) -> RedisStore:
