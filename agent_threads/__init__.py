@@ -69,12 +69,14 @@ from agent_threads.messages import (
     tool_call,
 )
 from agent_threads.state import ImmutableState, MergePolicy
-from agent_threads.stores.base import Record, Row, ThreadStore, VacuumReport
+from agent_threads.stores.base import Record, Row, RowWrite, ThreadStore, VacuumReport
 from agent_threads.stores.jsonfile import JsonFileStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.stores.sqlite import SQLiteStore
+from agent_threads.stores.urls import open_store
 from agent_threads.threads.base import AgentThread
 from agent_threads.threads.chat import ChatMessageThread
+from agent_threads.threads.listing import ThreadPage, ThreadSummary, count_threads, list_threads
 from agent_threads.threads.workflow.checkpoints import (
     SubThreadCut,
     WorkflowCheckpoint,
@@ -132,6 +134,7 @@ __all__ = [
     "Record",
     "Role",
     "Row",
+    "RowWrite",
     "RunInProgressError",
     "RunStatus",
     "SQLiteStore",
@@ -149,9 +152,11 @@ __all__ = [
     "TextPart",
     "ThinkingPart",
     "ThreadNotFoundError",
+    "ThreadPage",
     "ThreadSnapshot",
     "ThreadStats",
     "ThreadStore",
+    "ThreadSummary",
     "TiktokenCounter",
     "TokenCounter",
     "ToolCallPart",
@@ -163,6 +168,9 @@ __all__ = [
     "WorkflowFailedError",
     "WorkflowSnapshot",
     "WorkflowThread",
+    "count_threads",
+    "list_threads",
+    "open_store",
     "tag_labels",
     "tool_call",
 ]

@@ -108,6 +108,14 @@ class Row(NamedTuple):
     data: str
 
 
+class RowWrite(NamedTuple):
+    """Rows to write at positions `start, start+1, ...` of a segment, as `append_rows`."""
+
+    segment_id: str
+    start: int
+    rows: Sequence[Row]
+
+
 @dataclass(frozen=True, slots=True)
 class VacuumReport:
     """What `vacuum()` removed."""
@@ -188,6 +196,24 @@ class ThreadStore(Protocol):
 
         Raises:
             ConflictError: a position is already written; nothing of this call is kept.
+        """
+        ...
+
+    async def commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        """`append_rows` for each of `writes`, then `put_record`, as one write.
+
+        A thread's turn in one round trip: an append's rows, a checkpoint's log row and
+        the record that publishes them. On a conflict nothing of this call is kept: the
+        record stays as it was and no row is written (a store that cannot write them in
+        one transaction, `JsonFileStore`, checks the version first and may keep the rows
+        of writes before a conflicting one, unreferenced, as a crash between the calls
+        would). Returns the record as stored.
+
+        Raises:
+            ConflictError: a position is already written, or the stored version differs.
+            StoreCorruptedError: as `put_record`, for a new record.
         """
         ...
 
@@ -350,10 +376,10 @@ class StoreBase(ABC):
     """
 
     driver_errors: ClassVar[ErrorTable] = ()
+    """What this store's driver errors mean here (see `ErrorRule`)."""
     retry: RetryPolicy = DEFAULT_RETRY
     """The retry policy of writes to this store's threads: `store.retry = RetryPolicy(
     deadline=60.0)` gives every write a minute; a call's `deadline=` still wins."""
-    """What this store's driver errors mean here (see `ErrorRule`)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -472,6 +498,21 @@ class StoreBase(ABC):
             self._raise_translated(exc, "append_rows")
             raise
 
+    async def commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        for write in writes:
+            validate_rows(write.segment_id, write.start, write.rows)
+        validate_record(record)
+        try:
+            stored = await self._do_commit(writes, record, expected_version=expected_version)
+        except Exception as exc:
+            self._raise_translated(exc, "commit")
+            raise
+        if expected_version == 0:
+            await self._hold_references(stored)
+        return stored
+
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         validate_id(segment_id, what="segment id")
         check_span(segment_id, start, end)
@@ -579,6 +620,22 @@ class StoreBase(ABC):
 
     @abstractmethod
     async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None: ...
+
+    async def _do_commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        """`commit` as separate writes: the version checked, the rows, then the record.
+
+        For a store without transactions over several keys; the others override it. A
+        conflict before the record leaves the earlier writes' rows unreferenced.
+        """
+        stored = await self._do_get_record(record.kind, record.id)
+        found = 0 if stored is None else stored.version
+        if found != expected_version:
+            raise version_conflict(record.kind, record.id, expected_version, found)
+        for write in writes:
+            await self._do_append_rows(write.segment_id, write.start, write.rows)
+        return await self._do_put_record(record, expected_version=expected_version)
 
     @abstractmethod
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]: ...
@@ -848,6 +905,7 @@ __all__ = [
     "ErrorTable",
     "Record",
     "Row",
+    "RowWrite",
     "StoreBase",
     "ThreadStore",
     "VacuumReport",

@@ -23,6 +23,7 @@ from agent_threads.stores.base import (
     CONNECTION_ERRORS,
     Record,
     Row,
+    RowWrite,
     StoreBase,
     VacuumReport,
     digest_of,
@@ -293,18 +294,52 @@ class JsonFileStore(StoreBase):
         return None if raw is None else _parse_record(path, raw, kind, record_id)
 
     async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
+        return await self._write(lambda: self._put_locked(record, expected_version))
+
+    async def _do_commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        """The version checked, each segment's lines appended, the record replaced.
+
+        All under the lock file, in one worker-thread call, so no other writer gets in
+        between; a crash part way leaves rows that nothing references, as between calls.
+        """
+        appends = [
+            (
+                self._segment_path(w.segment_id),
+                w.segment_id,
+                w.start,
+                [_jsonl.encode(w.start + i, row) for i, row in enumerate(w.rows)],
+            )
+            for w in writes
+        ]
+
+        def commit() -> Record:
+            self._check_version(record, expected_version)
+            for path, segment_id, start, lines in appends:
+                self._append_lines(path, segment_id, start, lines)
+            return self._replace_record(record, expected_version)
+
+        return await self._write(commit)
+
+    def _check_version(self, record: Record, expected_version: int) -> None:
         path = self._record_path(record.kind, record.id)
+        stored_version = self._stored_version(path, record.kind, record.id)
+        if stored_version != expected_version:
+            raise version_conflict(record.kind, record.id, expected_version, stored_version)
 
-        def put() -> Record:
-            stored_version = self._stored_version(path, record.kind, record.id)
-            if stored_version != expected_version:
-                raise version_conflict(record.kind, record.id, expected_version, stored_version)
-            stored = record.model_copy(update={"version": expected_version + 1})
-            _files.make_dir(path.parent)
-            _files.write_atomic(path, (stored.model_dump_json(indent=2) + "\n").encode())
-            return stored
+    def _put_locked(self, record: Record, expected_version: int) -> Record:
+        """`put_record`, for a caller holding the lock file."""
+        self._check_version(record, expected_version)
+        return self._replace_record(record, expected_version)
 
-        return await self._write(put)
+    def _replace_record(self, record: Record, expected_version: int) -> Record:
+        """Write the record as version `expected_version + 1` (its version was checked)."""
+        path = self._record_path(record.kind, record.id)
+        stored = record.model_copy(update={"version": expected_version + 1})
+        _files.make_dir(path.parent)
+        _files.write_atomic(path, (stored.model_dump_json(indent=2) + "\n").encode())
+        return stored
 
     @staticmethod
     def _stored_version(path: Path, kind: str, record_id: str) -> int:

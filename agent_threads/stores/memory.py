@@ -6,7 +6,14 @@ import time
 from collections.abc import Sequence
 
 from agent_threads.errors import ConflictError
-from agent_threads.stores.base import Record, Row, StoreBase, check_read, version_conflict
+from agent_threads.stores.base import (
+    Record,
+    Row,
+    RowWrite,
+    StoreBase,
+    check_read,
+    version_conflict,
+)
 
 
 class _Segment:
@@ -80,15 +87,38 @@ class MemoryStore(StoreBase):
         return found
 
     async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        self._check_free(segment_id, start, len(rows))
+        self._write_rows(segment_id, start, rows)
+
+    async def _do_commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        current = self._records.get((record.kind, record.id))
+        stored_version = 0 if current is None else Record.model_validate_json(current).version
+        if stored_version != expected_version:
+            raise version_conflict(record.kind, record.id, expected_version, stored_version)
+        claimed: set[tuple[str, int]] = set()
+        for write in writes:  # every check before any write: all or nothing
+            self._check_free(write.segment_id, write.start, len(write.rows))
+            span = {(write.segment_id, write.start + i) for i in range(len(write.rows))}
+            if claimed & span:
+                position = min(p for _, p in claimed & span)
+                raise _taken(write.segment_id, position)
+            claimed |= span
+        for write in writes:
+            self._write_rows(write.segment_id, write.start, write.rows)
+        return await self._do_put_record(record, expected_version=expected_version)
+
+    def _check_free(self, segment_id: str, start: int, count: int) -> None:
         segment = self._segments.get(segment_id)
         if segment is not None:
-            for position in range(start, start + len(rows)):
+            for position in range(start, start + count):
                 if position in segment.rows:
-                    raise ConflictError(
-                        f"segment {segment_id!r}",
-                        detail=f"position {position} is already written",
-                    )
-        else:
+                    raise _taken(segment_id, position)
+
+    def _write_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
+        segment = self._segments.get(segment_id)
+        if segment is None:
             segment = self._segments[segment_id] = _Segment()
         for offset, row in enumerate(rows):
             segment.rows[start + offset] = Row(row.message_id, row.data)
@@ -157,6 +187,12 @@ class MemoryStore(StoreBase):
                 self._blobs[digest] = (self._blobs[digest][0], now)
         missing_segments = {s for s in segment_ids if s not in self._segments}
         return missing_segments, {d for d in digests if d not in self._blobs}
+
+
+def _taken(segment_id: str, position: int) -> ConflictError:
+    return ConflictError(
+        f"segment {segment_id!r}", detail=f"position {position} is already written"
+    )
 
 
 def _written_since(written_at: float, cutoff: float | None) -> bool:

@@ -27,6 +27,7 @@ from agent_threads.stores.base import (
     ErrorRule,
     Record,
     Row,
+    RowWrite,
     StoreBase,
     digest_of,
     version_conflict,
@@ -37,6 +38,9 @@ POSITIONS = 1 << 32
 
 _TAKEN = "segment positions already written"
 """The message of the append trigger's ABORT."""
+
+_STALE = "record version changed"
+"""The message of the commit trigger's ABORT when the record moved on."""
 
 MIGRATIONS: list[tuple[str, ...]] = [
     (  # 1: records, segments and their rows, blobs
@@ -84,6 +88,26 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "INSERT INTO message_index (message_id, key) SELECT message_id, key FROM segment_rows",
         "DROP TABLE segment_rows",
     ),
+    (  # 3: a thread's turn (rows of several segments and its record) is one statement
+        "CREATE VIEW commits (segment, start, count, message_ids, data, written_at,"
+        " kind, id, version, owner, body)"
+        " AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+        # a chunk row of the commit: an append (the `appends` trigger checks its positions)
+        "CREATE TRIGGER commit_chunk INSTEAD OF INSERT ON commits WHEN NEW.kind IS NULL BEGIN"
+        " INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
+        "  VALUES (NEW.segment, NEW.start, NEW.count, NEW.message_ids, NEW.data, NEW.written_at);"
+        " END",
+        # the record row: stored as `version` if the stored one is `version - 1` (0: none)
+        "CREATE TRIGGER commit_record INSTEAD OF INSERT ON commits WHEN NEW.kind IS NOT NULL"
+        " BEGIN"
+        f" SELECT RAISE(ABORT, '{_STALE}') WHERE COALESCE((SELECT version FROM records"
+        "  WHERE kind = NEW.kind AND id = NEW.id), 0) != NEW.version - 1;"
+        " INSERT INTO records (kind, id, version, owner, body)"
+        "  VALUES (NEW.kind, NEW.id, NEW.version, NEW.owner, NEW.body)"
+        "  ON CONFLICT (kind, id) DO UPDATE"
+        "  SET version = excluded.version, owner = excluded.owner, body = excluded.body;"
+        " END",
+    ),
 ]
 """The schema, as an ordered list of migrations: the database's version is how many ran."""
 
@@ -119,6 +143,20 @@ _DRIVER_ERRORS = (
 
 _CHUNKS_PER_STATEMENT = 100
 """Chunks one INSERT writes: 600 parameters, under SQLite's lowest limit (999)."""
+
+_COMMIT = (
+    "INSERT INTO commits (segment, start, count, message_ids, data, written_at,"
+    " kind, id, version, owner, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+_ROWS_PER_COMMIT = 90
+"""Rows (chunks and the record) one INSERT into `commits` writes: 990 parameters."""
+
+
+@functools.cache
+def _commit_statement(rows: int) -> str:
+    """An INSERT of `rows` rows into the `commits` view (one statement, all or nothing)."""
+    return _COMMIT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (rows - 1)
 
 
 @functools.cache
@@ -316,25 +354,7 @@ class SQLiteStore(StoreBase):
         return None if not found else _parse_record(_first(found), kind, record_id)
 
     async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
-        stored = record.model_copy(update={"version": expected_version + 1})
-        values = (stored.version, stored.owner, stored.model_dump_json())
-        async with self._statement() as connection:
-            if expected_version == 0:
-                cursor = await connection.execute(
-                    "INSERT INTO records (version, owner, body, kind, id) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (kind, id) DO NOTHING",
-                    (*values, record.kind, record.id),
-                )
-            else:
-                cursor = await connection.execute(
-                    "UPDATE records SET version = ?, owner = ?, body = ?"
-                    " WHERE kind = ? AND id = ? AND version = ?",
-                    (*values, record.kind, record.id, expected_version),
-                )
-            if cursor.rowcount != 1:
-                found = await self._version(connection, record.kind, record.id)
-                raise version_conflict(record.kind, record.id, expected_version, found)
-        return stored
+        return await self._do_commit((), record, expected_version=expected_version)
 
     @staticmethod
     async def _version(connection: aiosqlite.Connection, kind: str, record_id: str) -> int:
@@ -390,7 +410,8 @@ class SQLiteStore(StoreBase):
         except sqlite3.IntegrityError as exc:
             if _TAKEN not in str(exc):
                 raise
-            position = await self._taken_position(segment_id, start, len(rows))
+            held = await self._held(segment_id, start, len(rows))
+            position = start if held is None else held  # None: vacuumed meanwhile
             raise ConflictError(
                 f"segment {segment_id!r}", detail=f"position {position} is already written"
             ) from exc
@@ -406,14 +427,72 @@ class SQLiteStore(StoreBase):
                 await connection.execute(_TOUCH, (segment_id, time.time()))
             await connection.executemany(_APPEND, chunks)
 
-    async def _taken_position(self, segment_id: str, start: int, count: int) -> int:
-        """The first position of `[start, start + count)` that some chunk holds."""
+    async def _held(self, segment_id: str, start: int, count: int) -> int | None:
+        """The first position of `[start, start + count)` that some chunk holds, if any."""
         async with self._statement() as connection:
             found = await connection.execute_fetchall(_HELD, (segment_id, start, start + count))
         for first, held in found:
             if first + held > start:
                 return max(int(first), start)
-        return start  # gone again (vacuumed meanwhile): name where the append began
+        return None
+
+    async def _do_commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        """Write every chunk and the record with one INSERT into the `commits` view.
+
+        One statement: its own transaction, one round trip to aiosqlite's thread, one
+        commit. Its triggers refuse a chunk overlapping one already written and a record
+        whose stored version is not `expected_version`, rolling the whole statement back.
+        A commit of more chunks than a statement takes runs as several in a transaction.
+        """
+        stored = record.model_copy(update={"version": expected_version + 1})
+        now = time.time()
+        values: list[tuple[Any, ...]] = []
+        for write in writes:
+            if write.start + len(write.rows) > POSITIONS:
+                raise ValueError(f"segment {write.segment_id!r}: positions end at {POSITIONS - 1}")
+            if write.rows:
+                message_ids, data = _columns(write.rows)
+                chunks = _chunks(write.segment_id, write.start, message_ids, data, now)
+                values += [(*chunk, None, None, None, None, None) for chunk in chunks]
+        body = stored.model_dump_json()
+        values.append((None,) * 6 + (stored.kind, stored.id, stored.version, stored.owner, body))
+        try:
+            if len(values) <= _ROWS_PER_COMMIT:
+                async with self._statement() as connection:
+                    await connection.execute(_commit_statement(len(values)), _flat(values))
+            else:
+                async with self._transaction() as connection:
+                    await connection.executemany(_COMMIT, values)
+        except sqlite3.IntegrityError as exc:
+            raise await self._commit_conflict(exc, writes, record, expected_version) from exc
+        return stored
+
+    async def _commit_conflict(
+        self,
+        exc: sqlite3.IntegrityError,
+        writes: Sequence[RowWrite],
+        record: Record,
+        expected_version: int,
+    ) -> Exception:
+        """The ConflictError that says why a commit was refused (else `exc` itself)."""
+        if _STALE in str(exc):
+            async with self._statement() as connection:
+                found = await self._version(connection, record.kind, record.id)
+            return version_conflict(record.kind, record.id, expected_version, found)
+        if _TAKEN not in str(exc):
+            return exc
+        for write in writes:
+            held = await self._held(write.segment_id, write.start, len(write.rows))
+            if held is not None:
+                return ConflictError(
+                    f"segment {write.segment_id!r}", detail=f"position {held} is already written"
+                )
+        first = writes[0] if writes else RowWrite("?", 0, ())
+        return ConflictError(  # gone again (vacuumed meanwhile): name where the write began
+            f"segment {first.segment_id!r}", detail=f"position {first.start} is already written"
+        )
 
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         lo, hi = min(max(start, 0), POSITIONS), min(end, POSITIONS)  # bindable
