@@ -8,6 +8,7 @@ driver inside, so collection works without the extras installed.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import socket
 import uuid
@@ -87,6 +88,51 @@ async def open_redis(tmp_path: Path) -> AsyncIterator[ThreadStore]:
                 await client.delete(*keys)
 
 
+class _Neighbour:
+    """Another tenant's thread in a tenant store's storage, checked intact at the end."""
+
+    def __init__(self, inner: ThreadStore) -> None:
+        from agent_threads.stores.tenant import TenantStore
+
+        self.store = TenantStore(inner, "neighbour")
+        self.thread_id = ""
+
+    async def fill(self) -> None:
+        from agent_threads import ChatMessageThread, Message
+
+        thread = await ChatMessageThread.create(self.store, id="shared-id", tags={"env": "x"})
+        await thread.checkpoint("empty")
+        await thread.on_new_messages([Message.user(t) for t in ("a", "b", "c")])
+        await thread.checkpoint("full")
+        await thread.rollback("empty")  # a, b, c: referenced by the log only
+        await thread.on_new_messages([Message.user("a"), Message.user("d")])
+        await thread.update_state({"n": 1})
+        self.thread_id = thread.id
+
+    async def check(self, inner: ThreadStore) -> None:
+        from agent_threads import AgentThreadsError, ChatMessageThread
+
+        with contextlib.suppress(AgentThreadsError):  # a test may leave corrupt data behind
+            await inner.vacuum(grace=0)
+        thread = await ChatMessageThread.load(self.thread_id, store=self.store)
+        assert [m.text for m in thread.messages] == ["a", "d"]
+        assert thread.state.to_dict() == {"n": 1}
+        full = await thread.at("full")
+        assert [m.text for m in full.messages] == ["a", "b", "c"]
+
+
+@asynccontextmanager
+async def open_tenant(tmp_path: Path) -> AsyncIterator[ThreadStore]:
+    """A TenantStore over a MemoryStore holding another tenant's thread, left intact."""
+    from agent_threads.stores.tenant import TenantStore
+
+    async with MemoryStore() as inner:
+        neighbour = _Neighbour(inner)
+        await neighbour.fill()
+        yield TenantStore(inner, "acme")
+        await neighbour.check(inner)
+
+
 _EMPTIED_SCHEMAS: list[str] = []
 """Schemas of closed test PostgresStores, emptied for the next one: creating a schema's
 tables costs ~0.1 s, emptying them ~1 ms (hypothesis opens a store per example)."""
@@ -160,6 +206,8 @@ def _another_client(store: ThreadStore) -> AbstractAsyncContextManager[ThreadSto
 
     if isinstance(store, MemoryStore):
         return _same(store)
+    if type(store).__name__ == "TenantStore":
+        return _another_tenant_client(store)
     if isinstance(store, JsonFileStore):
         return JsonFileStore(store.directory)
     if isinstance(store, SQLiteStore):
@@ -173,6 +221,15 @@ def _another_client(store: ThreadStore) -> AbstractAsyncContextManager[ThreadSto
 
     assert isinstance(store, PostgresStore), f"no second client known for {store!r}"
     return PostgresStore(POSTGRES_DSN, schema=store.schema, max_size=1)
+
+
+@asynccontextmanager
+async def _another_tenant_client(store: ThreadStore) -> AsyncIterator[ThreadStore]:
+    from agent_threads.stores.tenant import TenantStore
+
+    assert isinstance(store, TenantStore)
+    async with _another_client(store.inner) as inner:
+        yield TenantStore(inner, store.tenant)
 
 
 ReopenStore = Callable[[ThreadStore], AbstractAsyncContextManager[ThreadStore]]
@@ -190,6 +247,7 @@ STORES = [
     pytest.param(open_sqlite, id="sqlite"),
     pytest.param(open_redis, id="redis", marks=needs_server("redis")),
     pytest.param(open_postgres, id="postgres", marks=needs_server("postgres")),
+    pytest.param(open_tenant, id="tenant"),
 ]
 
 
