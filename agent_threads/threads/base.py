@@ -52,7 +52,7 @@ from agent_threads.errors import (
 )
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import LOGS_KEY, Record, ThreadStore
+from agent_threads.stores.base import LOGS_KEY, Record, RowWrite, ThreadStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.timetravel.checkpoint import Checkpoint
 from agent_threads.timetravel.checkpoints import (
@@ -417,17 +417,23 @@ class AgentThread(ABC):
     # -- writing ----------------------------------------------------------------------
 
     async def publish(
-        self, data: Mapping[str, JsonValue], *, tags: Mapping[str, str] | None = None
+        self,
+        data: Mapping[str, JsonValue],
+        *,
+        tags: Mapping[str, str] | None = None,
+        writes: Sequence[RowWrite] = (),
     ) -> None:
         """Compare-and-set the record with `data` merged in; ConflictError if someone won.
 
         `tags` (checked already, see `core.tags.clean_tags`) replace the thread's tags,
-        in the data and in the record's labels. A record of an older schema version is
-        written in the current form (see `core.records.SCHEMA_VERSION`).
+        in the data and in the record's labels. With `writes`, their rows are written in
+        the same store write (`ThreadStore.commit`): all of it or, on a ConflictError,
+        none. A record of an older schema version is written in the current form (see
+        `core.records.SCHEMA_VERSION`).
 
-        For an unsaved copy, a ConflictError means its id is taken (no retry helps).
-        The handle takes the record written, without calling `_on_bind`: the caller
-        knows what it changed.
+        For an unsaved copy, a ConflictError means its id is taken (no retry helps), or
+        a position of `writes` is. The handle takes the record written, without calling
+        `_on_bind`: the caller knows what it changed.
         """
         new_data = {**self._record.data, **data, "updated_at": _now_iso()}
         labels = self._record.tags
@@ -438,12 +444,23 @@ class AgentThread(ABC):
         if new_data.get("schema_version") == 2:  # its tags are in the data now
             new_data["schema_version"] = SCHEMA_VERSION
         record = self._record.model_copy(update={"data": new_data, "tags": labels})
-        if self._record.version == 0:  # an unsaved copy: its first write stores it
+        if writes:
+            stored = await self._commit(writes, record)
+        elif self._record.version == 0:  # an unsaved copy: its first write stores it
             stored = await put_new(self._store, record)
         else:
             stored = await self._store.put_record(record, expected_version=self._record.version)
         self._data = read_thread_data(stored, self.data_schema)
         self._record = stored
+
+    async def _commit(self, writes: Sequence[RowWrite], record: Record) -> Record:
+        version = self._record.version
+        try:
+            return await self._store.commit(writes, record, expected_version=version)
+        except ConflictError as exc:
+            if version == 0 and await self._store.get_record(THREAD_KIND, self.id) is not None:
+                raise thread_exists(self.id) from exc
+            raise
 
     def retry_policy(self, deadline: float | None = None) -> RetryPolicy:
         """How this handle's writes retry: the store's `retry` policy, or its `deadline` s."""

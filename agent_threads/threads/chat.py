@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
@@ -32,13 +32,20 @@ from agent_threads.errors import (
     NotLoadedError,
     StoreCorruptedError,
 )
-from agent_threads.messages import Message, ToolCallPart, ToolResultPart
+from agent_threads.messages import Message, ToolCallPart, ToolResultPart, decode_rows
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, Row, ThreadStore
+from agent_threads.stores.base import Record, Row, RowWrite, ThreadStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.threads.base import AgentThread
 from agent_threads.threads.segment_cache import MessageList, SegmentCache
-from agent_threads.timetravel.checkpoints import save_checkpoint
+from agent_threads.timetravel.checkpoint import Checkpoint, CheckpointReason
+from agent_threads.timetravel.checkpoints import (
+    clean_label,
+    has_log,
+    new_checkpoint,
+    plan_log_write,
+    save_checkpoint,
+)
 from agent_threads.timetravel.history import (
     LoadedHistory,
     load_history,
@@ -49,6 +56,14 @@ from agent_threads.timetravel.history import (
 )
 from agent_threads.views.answers import UnansweredToolCalls
 from agent_threads.views.context import ContextView, TokenCounter, ViewCache
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """The checkpoint an append records with it: its label and why it is made."""
+
+    label: str | None
+    reason: CheckpointReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +174,17 @@ def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
 
 LAZY_CACHE_LIMIT = 4096
 """About how many messages a lazy handle (and its forks) keeps in memory: the newest."""
+
+READ_PAGE = 1024
+"""Rows read and decoded at a time: reading a long range holds at most this many rows'
+text at once besides the messages decoded so far."""
+
+
+def _pages(ranges: Iterable[Range]) -> Iterator[Range]:
+    """`ranges` cut into reads of at most `READ_PAGE` rows."""
+    for r in ranges:
+        for start in range(r.start, r.end, READ_PAGE):
+            yield Range(r.segment_id, start, min(start + READ_PAGE, r.end))
 
 
 class ChatMessageThread(AgentThread):
@@ -311,24 +337,35 @@ class ChatMessageThread(AgentThread):
             return list(self._cache.iterate(ranges))
         except KeyError:  # a bounded cache let go of part of a read longer than its limit
             found: list[Message] = []
-            for r in ranges:
-                found += self._decode(r, await self._store.read_rows(r.segment_id, r.start, r.end))
+            for page in _pages(ranges):
+                rows = await self._store.read_rows(page.segment_id, page.start, page.end)
+                found += self._decode(page, rows)
             return found
 
     async def _fill_cache(self, ranges: Sequence[Range]) -> None:
-        for r in self._cache.missing(ranges):
-            rows = await self._store.read_rows(r.segment_id, r.start, r.end)
-            self._cache.put(r.segment_id, r.start, self._decode(r, rows))
+        for page in _pages(self._cache.missing(ranges)):
+            rows = await self._store.read_rows(page.segment_id, page.start, page.end)
+            self._cache.put(page.segment_id, page.start, self._decode(page, rows))
 
     def _decode(self, r: Range, rows: Sequence[str]) -> list[Message]:
-        decoded = []
+        """The messages of the rows read from `r`, all validated in one call.
+
+        Row by row only to name the first row that does not decode.
+        """
+        try:
+            decoded = decode_rows(f"[{','.join(rows)}]")
+        except ValidationError:
+            decoded = []
+        if len(decoded) == len(rows):
+            return decoded
         for offset, row in enumerate(rows):
             try:
-                decoded.append(Message.model_validate_json(row))
+                Message.model_validate_json(row)
             except ValidationError as exc:
                 where = f"segment {r.segment_id!r} position {r.start + offset}"
                 raise StoreCorruptedError(where, detail=f"undecodable message: {exc}") from exc
-        return decoded
+        where = f"segment {r.segment_id!r} positions {r.start}..{r.end - 1}"
+        raise StoreCorruptedError(where, detail=f"{len(rows)} rows decode as {len(decoded)}")
 
     async def index_of(self, message_id: str) -> int:
         """The index of a message in this thread.
@@ -419,74 +456,96 @@ class ChatMessageThread(AgentThread):
     # -- appending ----------------------------------------------------------------
 
     async def on_new_messages(
-        self, messages: Iterable[Message], *, deadline: float | None = None
-    ) -> None:
-        """Append messages, all or nothing, as one store write.
+        self,
+        messages: Iterable[Message],
+        *,
+        checkpoint: bool | str = False,
+        deadline: float | None = None,
+    ) -> Checkpoint | None:
+        """Append messages, all or nothing, as one store write; with a checkpoint if asked.
+
+        `checkpoint=True` (or a label) also records the thread as it is after the
+        append, in the same store write (the per-turn pattern: one round trip, one
+        transaction), and returns that checkpoint; so does every append to a thread with
+        `auto_checkpoint` (reason "auto", unless a checkpoint was asked for).
 
         If another handle appended first, this handle re-reads the thread and appends
         after it, waiting a little longer before each new try (see `RetryPolicy`), for up
         to `deadline` seconds (default: the store's `retry` policy, 30 s). Each writer's
         messages keep their order.
 
-        With `auto_checkpoint`, the checkpoint follows the append: if it fails, the
-        messages are in the thread and the error is the checkpoint's.
-
         Raises:
             ConflictError: other writers kept winning until the deadline.
             DuplicateMessageError: a message id is already in the thread or the batch.
+            InvalidIdError: the checkpoint label is empty, over 128 characters or has
+                control characters.
         """
         batch = _as_messages(messages, self.id)
+        label = clean_label(checkpoint) if isinstance(checkpoint, str) else None
         if not batch:
-            return
+            return None
         rows = _new_rows(batch, self.id)
         policy = self.retry_policy(deadline)
+        mark: _Mark | None = None
+        if checkpoint is not False:
+            mark = _Mark(label, "manual")
+        elif self.auto_checkpoint:
+            mark = _Mark(None, "auto")
         async with self._lock:
-            await self._append(batch, rows, policy.start())
-            if self.auto_checkpoint:  # after the append: a crash in between loses a point only
-                await save_checkpoint(self, reason="auto", backoff=policy.start())
+            if mark is not None and not has_log(self.record_data):  # checkpoints of version 1
+                await self._append(batch, rows, policy.start(), None)
+                return await save_checkpoint(
+                    self, label=mark.label, reason=mark.reason, backoff=policy.start()
+                )
+            return await self._append(batch, rows, policy.start(), mark)
 
-    async def _append(self, batch: list[Message], rows: list[Row], backoff: Backoff) -> None:
+    async def _append(
+        self, batch: list[Message], rows: list[Row], backoff: Backoff, mark: _Mark | None
+    ) -> Checkpoint | None:
+        """Write the rows (and the checkpoint's) and publish them in one store write.
+
+        A lost race re-reads the thread and plans again; a position taken while the
+        thread did not move holds rows a crash left unpublished, so the next try opens a
+        new segment.
+        """
         force_new = False
         while True:
             await self._check_absent(batch)
             plan = await self._plan_append(batch, rows, force_new=force_new)
+            stats = self.stats.add(batch)
+            writes = [RowWrite(plan.segment_id, plan.start, plan.rows)]
+            data = {**_content_data(plan.ranges, plan.open_segment), "stats": stats.model_dump()}
+            made = None
+            if mark is not None:
+                made = new_checkpoint(
+                    self,
+                    plan.ranges,
+                    last_message_id=batch[-1].id,
+                    stats=stats,
+                    label=mark.label,
+                    reason=mark.reason,
+                )
+                log_write, log_data = await plan_log_write(self, made, force_new=force_new)
+                writes.append(log_write)
+                data.update(log_data)
+            seen = self._record.version
             try:
-                await self._store.append_rows(plan.segment_id, plan.start, plan.rows)
+                await self.publish(data, writes=writes)
             except ConflictError:
-                seen = self._record.version
-                await self.refresh_unlocked()
+                await self.reread_after_lost_write()
                 force_new = self._record.version == seen  # unchanged: rows a crash left behind
                 if not force_new:
                     await self._back_off(backoff)
                 continue
-            if await self._publish_append(plan, batch, backoff):
-                return
-            await self._back_off(backoff)
-            force_new = False
+            self._cache.put(plan.segment_id, plan.start, plan.messages)
+            self._on_bind()
+            if made is not None:
+                self.remember(made, self.state)
+            return made
 
     async def _back_off(self, backoff: Backoff) -> None:
         if not await backoff.wait():
             raise backoff.exhausted(self.id, "these messages were appended")
-
-    async def _publish_append(
-        self, plan: _AppendPlan, batch: list[Message], backoff: Backoff
-    ) -> bool:
-        """Publish the plan's ranges; False if another writer moved the thread meanwhile."""
-        while True:
-            base_ranges, base_open = self._ranges, self._open_segment
-            stats = self.stats.add(batch)
-            data = {**_content_data(plan.ranges, plan.open_segment), "stats": stats.model_dump()}
-            try:
-                await self.publish(data)
-            except ConflictError:
-                await self.reread_after_lost_write()
-                if (self._ranges, self._open_segment) != (base_ranges, base_open):
-                    return False  # the content moved: our rows are orphans, plan again
-                await self._back_off(backoff)  # only metadata or state changed: rows still fit
-                continue
-            self._cache.put(plan.segment_id, plan.start, plan.messages)
-            self._on_bind()
-            return True
 
     async def _check_absent(self, batch: list[Message]) -> None:
         if not self._lazy and not self._cache.holds_any(m.id for m in batch):

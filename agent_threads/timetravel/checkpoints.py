@@ -31,6 +31,7 @@ from agent_threads.core.records import (
     SCHEMA_VERSION,
     THREAD_KIND,
     ThreadData,
+    ThreadStats,
     clean_metadata,
     read_thread_data,
 )
@@ -44,7 +45,7 @@ from agent_threads.errors import (
     StoreCorruptedError,
 )
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import LOGS_KEY, Record, Row, validate_tag
+from agent_threads.stores.base import LOGS_KEY, Record, Row, RowWrite, validate_tag
 from agent_threads.timetravel.checkpoint import (
     Checkpoint,
     CheckpointReason,
@@ -256,6 +257,28 @@ async def current_checkpoint(
     last = None
     if count:
         last = (await thread.read_ranges(pieces.slice_ranges(ranges, count - 1, count)))[0].id
+    return new_checkpoint(
+        thread,
+        ranges,
+        last_message_id=last,
+        stats=thread.stats,
+        label=label,
+        reason=reason,
+        metadata=metadata,
+    )
+
+
+def new_checkpoint(
+    thread: CheckpointedThread,
+    ranges: Ranges,
+    *,
+    last_message_id: str | None,
+    stats: ThreadStats,
+    label: str | None,
+    reason: CheckpointReason,
+    metadata: dict[str, JsonValue] | None = None,
+) -> Checkpoint:
+    """A new checkpoint of the thread holding `ranges` (with the handle's state)."""
     checkpoint_id = new_id()
     return Checkpoint(
         id=checkpoint_id,
@@ -263,13 +286,38 @@ async def current_checkpoint(
         label=label,
         reason=reason,
         created_at=new_checkpoint_time(checkpoint_id),
-        message_count=count,
-        last_message_id=last,
-        metadata=metadata,
-        stats=thread.stats,
+        message_count=pieces.length(ranges),
+        last_message_id=last_message_id,
+        metadata=metadata or {},
+        stats=stats,
         state_digest=thread.state_digest,
         ranges=tuple((r.segment_id, r.start, r.end) for r in ranges),
     )
+
+
+def has_log(data: ThreadData) -> bool:
+    """Whether the thread keeps its checkpoints in a log (not as records of version 1)."""
+    return not _is_legacy(data)
+
+
+async def plan_log_write(
+    thread: CheckpointedThread, checkpoint: Checkpoint, *, force_new: bool
+) -> tuple[RowWrite, dict[str, JsonValue]]:
+    """Where the checkpoint's log row goes, and the record data that publishes it.
+
+    For a store write the caller makes with other rows (`publish(data, writes=...)`):
+    an append and its checkpoint in one. `force_new` opens a new log segment (the end
+    of the log is taken: rows a crash left unpublished). The thread has a log
+    (`has_log`).
+    """
+    logs = log_ranges(thread.record_data)
+    rows = [Row(checkpoint.id, encode_row(checkpoint))]
+    segment_id, start, new_logs, rows = await _plan(thread, logs, rows, force_new=force_new)
+    data: dict[str, JsonValue] = {
+        LOGS_KEY: [r.to_json() for r in new_logs],
+        "schema_version": SCHEMA_VERSION,
+    }
+    return RowWrite(segment_id, start, rows), data
 
 
 async def save_checkpoint(

@@ -17,7 +17,7 @@ from agent_threads.core.records import ThreadData, ThreadStats
 from agent_threads.core.retry import RetryPolicy
 from agent_threads.messages import Message
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, ThreadStore
+from agent_threads.stores.base import Record, RowWrite, ThreadStore
 
 if TYPE_CHECKING:
     from agent_threads.timetravel.checkpoint import Checkpoint
@@ -114,8 +114,13 @@ class CheckpointedThread(Protocol):
     def bind_fork(self, record: Record, state: ImmutableState) -> Self:
         """A handle on a stored fork of this thread, sharing what it holds in memory."""
 
-    async def publish(self, data: Mapping[str, JsonValue]) -> None:
-        """Compare-and-set the record with `data` merged in (ConflictError if another won)."""
+    async def publish(
+        self, data: Mapping[str, JsonValue], *, writes: Sequence[RowWrite] = ()
+    ) -> None:
+        """Compare-and-set the record with `data` merged in, and write `writes` with it.
+
+        All or nothing: ConflictError if another writer won (or a position is taken).
+        """
 
     async def reread_after_lost_write(self) -> None:
         """Re-read the thread after a lost compare-and-set, to retry."""

@@ -28,7 +28,7 @@ from agent_threads.errors import (
     ThreadNotFoundError,
 )
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, ThreadStore
+from agent_threads.stores.base import Record, RowWrite, ThreadStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.threads.base import AgentThread
 from agent_threads.threads.chat import ChatMessageThread
@@ -798,7 +798,11 @@ class WorkflowThread(AgentThread):
         twin._attach(list(self._closed), {})  # `copy` gives it its sub-thread copies
 
     async def publish(
-        self, data: Mapping[str, JsonValue], *, tags: Mapping[str, str] | None = None
+        self,
+        data: Mapping[str, JsonValue],
+        *,
+        tags: Mapping[str, str] | None = None,
+        writes: Sequence[RowWrite] = (),
     ) -> None:
         """`AgentThread.publish`; an unsaved copy stores its sub-thread copies first.
 
@@ -816,7 +820,7 @@ class WorkflowThread(AgentThread):
                     await handle.checkpoint(CREATED_LABEL)
                 else:
                     await handle.update()  # its first write stores it
-        await super().publish(data, tags=tags)
+        await super().publish(data, tags=tags, writes=writes)
         if LEASE_KEY in data:
             lease = data[LEASE_KEY]
             self._lease = None if lease is None else Lease.model_validate(lease)
