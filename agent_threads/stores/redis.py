@@ -65,6 +65,7 @@ from agent_threads.stores.base import (
     ErrorRule,
     Record,
     Row,
+    RowWrite,
     StoreBase,
     check_read,
     check_timeout,
@@ -87,30 +88,99 @@ local function unindex(base, key, member)
 end
 """
 
-_PUT_RECORD = (
-    _UNINDEX
-    + """
--- KEYS[1] record hash; ARGV: base, K/I, expected version, doc, owner or '', tags...
-local base, member = ARGV[1], ARGV[2]
-local stored = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if stored ~= tonumber(ARGV[3]) then
-  return {0, stored}
+_COMMIT = """
+-- One write, whole or not at all: rows at positions of segments (append_rows), then a
+-- record's compare-and-set (put_record); either part may be absent.
+-- KEYS[1] segments zset, KEYS[2] messages hash, KEYS[2 + k] the hash of the k-th
+-- write's segment, KEYS[3 + writes] the record hash (only with a record).
+-- ARGV: base, now, how many writes; for each write its segment id, start, how many
+-- rows, then their values "<message id>\\n<row JSON>"; then, with a record: K/I,
+-- expected version, doc, owner or '', tags...
+-- Returns {1, version stored} when written (0 without a record), or, with nothing
+-- written, {0, version stored} when the record moved on or {-1, segment id,
+-- position} when a position is already written.
+local base, now = ARGV[1], ARGV[2]
+local writes, at = {}, 4
+for k = 1, tonumber(ARGV[3]) do
+  writes[k] = {ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), at + 3}
+  at = at + 3 + writes[k][3]
 end
-unindex(base, KEYS[1], member)
+local record = KEYS[3 + #writes]
+local old, stored
+if record then
+  old = redis.call('HMGET', record, 'version', 'owner', 'tags')
+  stored = tonumber(old[1] or '0')
+  if stored ~= tonumber(ARGV[at + 1]) then
+    return {0, stored}
+  end
+end
+local claimed = {}
+for k, write in ipairs(writes) do
+  for position = write[2], write[2] + write[3] - 1 do
+    local field = string.format('%d', position)
+    local place = write[1] .. '/' .. field
+    if claimed[place] or redis.call('HEXISTS', KEYS[2 + k], field) == 1 then
+      return {-1, write[1], field}
+    end
+    claimed[place] = true
+  end
+end
+local function hset(key, fields)  -- in slices: unpack() takes a bounded number
+  for lo = 1, #fields, 1000 do
+    redis.call('HSET', key, unpack(fields, lo, math.min(lo + 999, #fields)))
+  end
+end
+local places, messages = {}, {}
+for k, write in ipairs(writes) do
+  local fields = {}
+  for i = 0, write[3] - 1 do
+    local field = string.format('%d', write[2] + i)
+    local value = ARGV[write[4] + i]
+    local message = string.sub(value, 1, string.find(value, '\\n', 1, true) - 1)
+    local place = write[1] .. '/' .. field
+    local known = places[message]
+    if known == nil then
+      known = redis.call('HGET', KEYS[2], message) or false
+      messages[#messages + 1] = message
+    end
+    places[message] = known and (known .. ' ' .. place) or place
+    fields[#fields + 1] = field
+    fields[#fields + 1] = value
+  end
+  hset(KEYS[2 + k], fields)
+  redis.call('ZADD', KEYS[1], now, write[1])
+end
+local index = {}
+for _, message in ipairs(messages) do
+  index[#index + 1] = message
+  index[#index + 1] = places[message]
+end
+hset(KEYS[2], index)
+if not record then
+  return {1, 0}
+end
+local member, doc, owner = ARGV[at], ARGV[at + 2], ARGV[at + 3]
 local tags = {}
-for i = 6, #ARGV do
-  tags[#tags + 1] = ARGV[i]
-  redis.call('SADD', base .. 'tag:' .. ARGV[i], member)
+for i = at + 4, #ARGV do tags[#tags + 1] = ARGV[i] end
+local joined = table.concat(tags, '\\n')
+if (old[2] or '') ~= owner or (old[3] or '') ~= joined then  -- move it between indexes
+  if old[2] and old[2] ~= '' then
+    redis.call('SREM', base .. 'owner:' .. old[2], member)
+  end
+  for tag in string.gmatch(old[3] or '', '[^\\n]+') do
+    redis.call('SREM', base .. 'tag:' .. tag, member)
+  end
+  for _, tag in ipairs(tags) do
+    redis.call('SADD', base .. 'tag:' .. tag, member)
+  end
+  if owner ~= '' then
+    redis.call('SADD', base .. 'owner:' .. owner, member)
+  end
 end
-if ARGV[5] ~= '' then
-  redis.call('SADD', base .. 'owner:' .. ARGV[5], member)
-end
-redis.call('HSET', KEYS[1], 'version', stored + 1, 'doc', ARGV[4], 'owner', ARGV[5],
-           'tags', table.concat(tags, '\\n'))
+redis.call('HSET', record, 'version', stored + 1, 'doc', doc, 'owner', owner, 'tags', joined)
 redis.call('ZADD', base .. 'records', 0, member)
 return {1, stored + 1}
 """
-)
 
 _DELETE_RECORD = (
     _UNINDEX
@@ -151,29 +221,6 @@ for _, member in ipairs(members) do
   if doc then docs[#docs + 1] = doc end
 end
 return docs
-"""
-
-_APPEND_ROWS = """
--- KEYS[1] segment hash, KEYS[2] segments zset, KEYS[3] messages hash;
--- ARGV: segment id, start, now, values... Returns -1, or the first position already
--- written (then nothing is written).
-local start, n = tonumber(ARGV[2]), #ARGV - 3
-for i = 0, n - 1 do
-  if redis.call('HEXISTS', KEYS[1], string.format('%d', start + i)) == 1 then
-    return start + i
-  end
-end
-for i = 0, n - 1 do
-  local position = string.format('%d', start + i)
-  local value = ARGV[4 + i]
-  local message = string.sub(value, 1, string.find(value, '\\n', 1, true) - 1)
-  local place = ARGV[1] .. '/' .. position
-  local places = redis.call('HGET', KEYS[3], message)
-  redis.call('HSET', KEYS[1], position, value)
-  redis.call('HSET', KEYS[3], message, places and (places .. ' ' .. place) or place)
-end
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-return -1
 """
 
 _DELETE_SEGMENT = """
@@ -313,6 +360,9 @@ class RedisStore(StoreBase):
         self._connect_timeout = check_timeout(connect_timeout, what="connect_timeout", none=False)
         self._command_timeout = check_timeout(command_timeout, what="command_timeout")
         self._base = "{" + self._prefix + "}:"
+        self._segments_key = self._key("segments")
+        self._messages_key = self._key("messages")
+        self._anywhere = f"Redis keys {self.key_pattern!r}"
         self._client: redis.Redis | None = None
         self._scripts: dict[str, Any] = {}
         self._connect_lock = anyio.Lock()
@@ -358,10 +408,9 @@ class RedisStore(StoreBase):
                 self._scripts = {
                     name: client.register_script(source)
                     for name, source in [
-                        ("put_record", _PUT_RECORD),
+                        ("commit", _COMMIT),
                         ("delete_record", _DELETE_RECORD),
                         ("list_records", _LIST_RECORDS),
-                        ("append_rows", _APPEND_ROWS),
                         ("delete_segment", _DELETE_SEGMENT),
                         ("delete_blobs", _DELETE_BLOBS),
                         ("mark_written", _MARK_WRITTEN),
@@ -371,7 +420,8 @@ class RedisStore(StoreBase):
             return self._client
 
     async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        await self._connection()
+        if self._client is None:
+            await self._connection()
         return await self._scripts[script](keys=keys, args=args)
 
     # -- records ----------------------------------------------------------------------
@@ -393,21 +443,48 @@ class RedisStore(StoreBase):
         return None if doc is None else self._decode_record(doc, f"Redis key {key!r}")
 
     async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
+        return await self._do_commit((), record, expected_version=expected_version)
+
+    async def _do_commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        """The rows of every write and the record, in one script: one round trip, atomic."""
         stored = record.model_copy(update={"version": expected_version + 1})
-        key = self._record_key(record.kind, record.id)
-        args = [
-            self._base,
-            f"{record.kind}/{record.id}",
-            expected_version,
-            stored.model_dump_json(),
-            record.owner or "",
-            *record.tags,
-        ]
-        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
-            written, version = await self._run("put_record", [key], args)
-        if not written:
-            raise version_conflict(record.kind, record.id, expected_version, version)
+        await self._write(writes, stored, expected_version)
         return stored
+
+    async def _write(
+        self, writes: Sequence[RowWrite], record: Record | None, expected_version: int = 0
+    ) -> None:
+        """Run `_COMMIT`: the writes' rows, then `record` (if any) as stored.
+
+        Raises:
+            ConflictError: the record's stored version is not `expected_version`, or a
+                position is already written; nothing is written then.
+        """
+        keys = [self._segments_key, self._messages_key]
+        args: list[Any] = [self._base, repr(time.time()), len(writes)]
+        for segment_id, start, rows in writes:
+            keys.append(self._key("segment", segment_id))
+            args += [segment_id, start, len(rows)]
+            args += [f"{row.message_id}\n{row.data}" for row in rows]
+        if record is None:
+            where = f"Redis key {keys[-1]!r}" if len(writes) == 1 else self._anywhere
+        else:
+            keys.append(self._record_key(record.kind, record.id))
+            args += [f"{record.kind}/{record.id}", expected_version, record.model_dump_json()]
+            args += [record.owner or "", *record.tags]
+            where = f"Redis key {keys[-1]!r}" if not writes else self._anywhere
+        with _foreign_keys_are_corruption(where):
+            outcome = await self._run("commit", keys, args)
+        if outcome[0] == 1:
+            return
+        if outcome[0] == 0 and record is not None:
+            raise version_conflict(record.kind, record.id, expected_version, outcome[1])
+        segment_id, position = _text(outcome[1], where), _text(outcome[2], where)
+        raise ConflictError(
+            f"segment {segment_id!r}", detail=f"position {position} is already written"
+        )
 
     async def _do_delete_record(
         self, kind: str, record_id: str, *, expected_version: int | None
@@ -443,16 +520,7 @@ class RedisStore(StoreBase):
     # -- segments ---------------------------------------------------------------------
 
     async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
-        key = self._key("segment", segment_id)
-        values = [f"{row.message_id}\n{row.data}" for row in rows]
-        keys = [key, self._key("segments"), self._key("messages")]
-        args = [segment_id, start, repr(time.time()), *values]
-        with _foreign_keys_are_corruption(f"Redis key {key!r}"):
-            taken = await self._run("append_rows", keys, args)
-        if taken != -1:
-            raise ConflictError(
-                f"segment {segment_id!r}", detail=f"position {taken} is already written"
-            )
+        await self._write([RowWrite(segment_id, start, rows)], None)
 
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         if end <= start:
