@@ -21,6 +21,8 @@ LAYERS = {
     "timetravel": 4,
     "threads": 5,
     "workflows": 6,
+    "server": 7,
+    "cli": 8,
 }
 """A module may import its own layer's modules and lower layers' ones, never a higher one.
 

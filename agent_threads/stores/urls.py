@@ -111,6 +111,12 @@ _OPENERS: dict[str, Opener] = {
     # "http" and "https": HttpStore, the service's client, joins here
 }
 
+STORE_URL_ENV = "AGENT_THREADS_STORE"
+"""The environment variable naming the store of the command line and the service."""
+
+DEFAULT_STORE_URL = "sqlite:///threads.db"
+"""The store when `AGENT_THREADS_STORE` is not set: `threads.db` in the working directory."""
+
 STORE_URL_FORMS = (
     "memory://",
     "sqlite:///relative.db",
@@ -150,4 +156,10 @@ def open_store(url: str) -> ThreadStore:
     return opener(StoreUrl(url, parts, query))
 
 
-__all__ = ["STORE_URL_FORMS", "StoreUrl", "open_store"]
+__all__ = [
+    "DEFAULT_STORE_URL",
+    "STORE_URL_ENV",
+    "STORE_URL_FORMS",
+    "StoreUrl",
+    "open_store",
+]

@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, JsonValue
 
+from agent_threads.core.ids import validate_id
 from agent_threads.core.records import (
     SCHEMA_VERSION,
     THREAD_KIND,
@@ -32,8 +33,9 @@ from agent_threads.core.records import (
     read_thread_data,
 )
 from agent_threads.core.tags import clean_tags, pair_label
-from agent_threads.errors import InvalidValueError, SchemaVersionError
+from agent_threads.errors import InvalidValueError, SchemaVersionError, ThreadNotFoundError
 from agent_threads.stores.base import Record, ThreadStore
+from agent_threads.threads.workflow.execution import RunStatus
 from agent_threads.threads.workflow.records import read_workflow_data
 from agent_threads.threads.workflow.thread import WorkflowThread
 
@@ -45,7 +47,11 @@ MAX_LIMIT = 1000
 
 
 class ThreadSummary(BaseModel):
-    """What a listing shows of one thread (its record, without its messages)."""
+    """What a listing shows of one thread (its record, without its messages).
+
+    `run_status` and `workflow` are a workflow thread's (its run's status and the
+    workflow definition running it); None for other threads.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     id: str
@@ -59,6 +65,8 @@ class ThreadSummary(BaseModel):
     stats: ThreadStats
     parent_id: str | None = None
     fork_point: str | None = None
+    run_status: RunStatus | None = None
+    workflow: str | None = None
 
     @classmethod
     def of(cls, record: Record) -> ThreadSummary:
@@ -74,6 +82,9 @@ class ThreadSummary(BaseModel):
             newest=SCHEMA_VERSION,
         )
         data = read_thread_data(record, ThreadData)
+        run = None
+        if data.type == WorkflowThread.type_name:
+            run = read_workflow_data(record).execution
         return cls(
             id=record.id,
             kind=data.type,
@@ -86,6 +97,8 @@ class ThreadSummary(BaseModel):
             stats=data.stats,
             parent_id=data.parent_id,
             fork_point=data.fork_point,
+            run_status=None if run is None else run.status,
+            workflow=None if run is None else run.workflow,
         )
 
 
@@ -244,6 +257,20 @@ async def list_threads(
     )
 
 
+async def thread_summary(store: ThreadStore, thread_id: str) -> ThreadSummary:
+    """The summary of one thread, read from its record alone (no message is read).
+
+    Raises:
+        InvalidIdError: `thread_id` is not a valid id.
+        ThreadNotFoundError: no thread has this id.
+        SchemaVersionError: its record was written by a newer version.
+    """
+    record = await store.get_record(THREAD_KIND, validate_id(thread_id, what="thread id"))
+    if record is None:
+        raise ThreadNotFoundError(thread_id)
+    return ThreadSummary.of(record)
+
+
 async def count_threads(
     store: ThreadStore,
     *,
@@ -269,4 +296,5 @@ __all__ = [
     "ThreadSummary",
     "count_threads",
     "list_threads",
+    "thread_summary",
 ]

@@ -1,0 +1,18 @@
+"""The native API under `/api`: one router per resource."""
+
+from fastapi import APIRouter
+
+from agent_threads.server.api import checkpoints, events, messages, runs, threads, transfer, views
+
+ROUTERS: tuple[APIRouter, ...] = (
+    transfer.router,  # before threads: POST /api/threads/import is not a thread id
+    threads.router,
+    messages.router,
+    checkpoints.router,
+    views.router,
+    events.router,
+    runs.router,
+)
+"""The routers of the native API, in the order the app includes them."""
+
+__all__ = ["ROUTERS"]
