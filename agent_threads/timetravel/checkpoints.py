@@ -128,49 +128,51 @@ async def append_to_log(
     keep_on_change: bool,
     backoff: Backoff | None = None,
 ) -> tuple[Checkpoint, ImmutableState]:
-    """Append a checkpoint to the thread's log and publish it, with `data`, in one CAS.
+    """Append a checkpoint to the thread's log and publish it, with `data`, in one write.
 
     `build` makes the checkpoint, the state it records and the rest of the record data
     from the handle as it is; it runs again whenever another writer got in first and
-    the handle was re-read. With `keep_on_change`, a checkpoint already written stays
-    valid when only other parts of the thread moved (it records what this handle saw),
-    so only the record write is retried. The same rules as message appends: rows first,
-    then the record; a position already taken (another writer, or rows a crash left
-    unpublished) sends the write to a new log segment. Lost races are retried with
-    `backoff` (default: the thread's retry policy). Caller holds the thread's lock.
-    Returns the checkpoint published and its state.
+    the handle was re-read. With `keep_on_change`, a checkpoint stays valid when only
+    other parts of the thread moved (it records what this handle saw), so it is written
+    again as it is. The log row and the record are one store write (`publish` with
+    `writes`); a position already taken while the thread did not move holds rows a
+    crash left unpublished, and sends the write to a new log segment. Lost races are
+    retried with `backoff` (default: the thread's retry policy). Caller holds the
+    thread's lock. Returns the checkpoint published and its state.
 
     Raises:
         ConflictError: other writers kept winning until the deadline.
     """
     backoff = thread.retry_policy().start() if backoff is None else backoff
     force_new = False
+    built = None
     while True:
-        checkpoint, state, data = await build()
+        if built is None:
+            built = await build()
+        checkpoint, state, data = built
         logs = log_ranges(thread.record_data)
         legacy = await _legacy_checkpoints(thread) if _is_legacy(thread.record_data) else []
         rows = [Row(c.id, encode_row(c)) for c in [*legacy, checkpoint]]
         segment_id, start, new_logs, rows = await _plan(thread, logs, rows, force_new=force_new)
-        try:
-            await thread.store.append_rows(segment_id, start, rows)
-        except ConflictError:
-            await thread.refresh_unlocked()
-            force_new = log_ranges(thread.record_data) == logs  # unchanged: rows nobody published
-            if not force_new:
-                await _back_off(thread, backoff)
-            continue
         published: dict[str, JsonValue] = {
             **data,
             LOGS_KEY: [r.to_json() for r in new_logs],
             "schema_version": SCHEMA_VERSION,
         }
-        keep = (checkpoint, state) if keep_on_change else None
-        if await _publish_log(thread, logs, published, keep=keep, backoff=backoff):
-            for old in legacy:
-                await thread.store.delete_record(CHECKPOINT_KIND, old.id)
-            return checkpoint, state
-        force_new = log_ranges(thread.record_data) == logs  # our rows sit there, unpublished
-        await _back_off(thread, backoff)
+        seen = thread.record.version
+        try:
+            await thread.publish(published, writes=[RowWrite(segment_id, start, rows)])
+        except ConflictError:
+            await thread.reread_after_lost_write()
+            force_new = thread.record.version == seen  # unchanged: rows nobody published
+            if not (keep_on_change and await _still_valid(thread, checkpoint, state)):
+                built = None
+            if not force_new:
+                await _back_off(thread, backoff)
+            continue
+        for old in legacy:
+            await thread.store.delete_record(CHECKPOINT_KIND, old.id)
+        return checkpoint, state
 
 
 async def _back_off(thread: CheckpointedThread, backoff: Backoff) -> None:
@@ -207,39 +209,23 @@ async def _plan(
     return segment_id, 0, pieces.extend(logs, segment_id, 0, len(rows)), rows
 
 
-async def _publish_log(
-    thread: CheckpointedThread,
-    logs: Ranges,
-    data: dict[str, JsonValue],
-    *,
-    keep: tuple[Checkpoint, ImmutableState] | None,
-    backoff: Backoff,
+async def _still_valid(
+    thread: CheckpointedThread, checkpoint: Checkpoint, state: ImmutableState
 ) -> bool:
-    """Publish the record data; False (the handle re-read) if the thread moved first.
+    """Whether a checkpoint made before the thread moved can still be written as it is.
 
-    With `keep` (a checkpoint and its state), a write lost to changes that leave the
-    log as it was is tried again. If the thread's state moved on from the one the
-    checkpoint records, nothing may reference that state's blob any more and vacuum may
-    have freed it, so it is stored again first (young again: vacuum's grace spares it).
-    Segments cannot be written again: if the thread no longer holds one the checkpoint
-    reads (another writer copied its newest ranges into one segment), vacuum may have
-    freed it, and the checkpoint is made again from the re-read handle.
+    Not if the thread no longer holds a segment it reads (another writer copied its
+    newest ranges into one segment): vacuum may have freed it. If the thread's state
+    moved on from the one it records, nothing may reference that state's blob any more
+    and vacuum may have freed it, so it is stored again (young again: vacuum's grace
+    spares it).
     """
-    while True:
-        try:
-            await thread.publish(data)
-            return True
-        except ConflictError:
-            await thread.reread_after_lost_write()
-            if keep is None or log_ranges(thread.record_data) != logs:
-                return False
-            checkpoint, state = keep
-            held = {r.segment_id for r in thread.content_ranges()}
-            if any(r.segment_id not in held for r in checkpoint.piece_table):
-                return False
-            if checkpoint.state_digest not in (None, thread.state_digest):
-                await thread.store.put_blob(state.to_json_bytes())
-            await _back_off(thread, backoff)
+    held = {r.segment_id for r in thread.content_ranges()}
+    if any(r.segment_id not in held for r in checkpoint.piece_table):
+        return False
+    if checkpoint.state_digest not in (None, thread.state_digest):
+        await thread.store.put_blob(state.to_json_bytes())
+    return True
 
 
 # -- recording and finding ------------------------------------------------------------
