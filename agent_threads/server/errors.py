@@ -83,7 +83,10 @@ _DESCRIPTIONS = {
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI `responses` of a route that may answer these error statuses."""
-    return {s: {"model": ErrorBody, "description": _DESCRIPTIONS[s]} for s in statuses}
+    json = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    return {
+        s: {"model": ErrorBody, "description": _DESCRIPTIONS[s], "content": json} for s in statuses
+    }
 
 
 def error_response(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_threads.server.errors import RequestTooLargeError, error_response
@@ -18,15 +19,18 @@ DEFAULT_MAX_BODY_BYTES = 8 * 2**20
 class BodyLimit:
     """Answer 413 to a body larger than `limit` bytes, before a route reads it whole.
 
-    A declared `Content-Length` over the limit is answered at once; a body sent in
-    chunks raises `RequestTooLargeError` from `receive` as soon as it passes the limit,
-    which the error handlers answer 413 (no route has written anything by then: bodies
-    are read before the route runs).
+    A declared `Content-Length` over the limit is answered at once. A body sent in
+    chunks is counted as it comes: past the limit, the app is told the client went away
+    (so no route runs: bodies are parsed before routes) and its answer is replaced by
+    the 413.
     """
 
     def __init__(self, app: ASGIApp, *, limit: int) -> None:
         self.app = app
         self.limit = limit
+
+    def _too_large(self) -> Response:
+        return error_response(413, str(RequestTooLargeError(self.limit)), "request_too_large")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -34,23 +38,28 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers", ())).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            response = error_response(
-                413, str(RequestTooLargeError(self.limit)), "request_too_large"
-            )
-            await response(scope, receive, send)
+            await self._too_large()(scope, receive, send)
             return
         received = 0
+        over = False
 
         async def limited() -> Message:
-            nonlocal received
+            nonlocal received, over
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    raise RequestTooLargeError(self.limit)
+                    over = True
+                    return {"type": "http.disconnect"}
             return message
 
-        await self.app(scope, limited, send)
+        async def answering(message: Message) -> None:
+            if not over:
+                await send(message)
+            elif message["type"] == "http.response.start":
+                await self._too_large()(scope, receive, send)
+
+        await self.app(scope, limited, answering)
 
 
 class RequestLog:
