@@ -9,15 +9,18 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
-    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     JsonValue,
     TypeAdapter,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from agent_threads.core.ids import new_id
 
@@ -118,6 +121,38 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _to_utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+class _UtcTime:
+    """The type of `Message.created_at`: a time with a time zone, turned into UTC.
+
+    Parsed by pydantic-core alone from JSON that is UTC already (offset 0, as every
+    stored row is written), so loading a thread runs no Python for its times; any other
+    offset, and every Python value, goes through `_to_utc`. Naive times are refused.
+    """
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        aware = core_schema.no_info_after_validator_function(
+            _to_utc, core_schema.datetime_schema(tz_constraint="aware")
+        )
+        utc = core_schema.datetime_schema(tz_constraint=0)
+        from_json = core_schema.union_schema(
+            [(utc, "UTC"), (aware, "other offset")], mode="left_to_right"
+        )
+        return core_schema.json_or_python_schema(json_schema=from_json, python_schema=aware)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return handler(core_schema.datetime_schema())
+
+
 class Message(BaseModel):
     """One message of a thread. Frozen: nothing reachable from a thread changes in place.
 
@@ -130,14 +165,9 @@ class Message(BaseModel):
     role: Role
     author: str | None = None
     contents: tuple[Part, ...] = ()
-    created_at: AwareDatetime = Field(default_factory=_now)
+    created_at: Annotated[datetime, _UtcTime] = Field(default_factory=_now)
     usage: Usage | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-
-    @field_validator("created_at")
-    @classmethod
-    def _to_utc(cls, value: datetime) -> datetime:
-        return value.astimezone(UTC)
 
     @classmethod
     def user(cls, text: str, *, author: str | None = None, **fields: Any) -> Message:
@@ -213,3 +243,64 @@ def tool_call(
 
 
 MESSAGES_ADAPTER: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
+
+
+# -- stored rows ------------------------------------------------------------------------
+
+_ROWS_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(
+    list[Message], config=ConfigDict(cache_strings="keys")
+)
+"""Validates a JSON array of rows; caching only keys, as ids and texts do not repeat."""
+
+_ALL_FIELDS: dict[type[BaseModel], set[str]] = {
+    model: set(model.model_fields)
+    for model in (
+        Message,
+        Usage,
+        TextPart,
+        ToolCallPart,
+        ToolResultPart,
+        ThinkingPart,
+        DataPart,
+        SummaryPart,
+    )
+}
+"""Each model's field names: the `model_fields_set` its decoded instances share."""
+
+_set_attribute = object.__setattr__
+
+
+def _share_fields_sets(messages: list[Message]) -> None:
+    """Give every message, part and usage that was given all its fields one shared set.
+
+    pydantic gives each instance a set of the fields it was given. Rows hold them all,
+    and a set each costs more memory than most of a message's own fields (and the
+    garbage collector's time). pydantic only reads it, and copies it before changing a
+    copy's (`model_copy(update=...)`), so the shared set never changes.
+    """
+    message_fields = _ALL_FIELDS[Message]
+    usage_fields = _ALL_FIELDS[Usage]
+    for message in messages:
+        if len(message.__pydantic_fields_set__) == len(message_fields):
+            _set_attribute(message, "__pydantic_fields_set__", message_fields)
+        for part in message.contents:
+            fields = _ALL_FIELDS[type(part)]
+            if len(part.__pydantic_fields_set__) == len(fields):
+                _set_attribute(part, "__pydantic_fields_set__", fields)
+        usage = message.usage
+        if usage is not None and len(usage.__pydantic_fields_set__) == len(usage_fields):
+            _set_attribute(usage, "__pydantic_fields_set__", usage_fields)
+
+
+def decode_rows(json_array: str | bytes) -> list[Message]:
+    """The messages of a JSON array of stored rows (each a `Message.model_dump_json()`).
+
+    One pydantic-core call for the whole array (its times, UTC, run no Python; see
+    `_UtcTime`). The messages equal what `Message.model_validate_json` gives row by row.
+
+    Raises:
+        pydantic.ValidationError: the array, or a row in it, is not valid.
+    """
+    messages = _ROWS_ADAPTER.validate_json(json_array)
+    _share_fields_sets(messages)
+    return messages
