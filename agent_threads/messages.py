@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
 
@@ -292,15 +292,22 @@ def _share_fields_sets(messages: list[Message]) -> None:
             _set_attribute(usage, "__pydantic_fields_set__", usage_fields)
 
 
-def decode_rows(json_array: str | bytes) -> list[Message]:
-    """The messages of a JSON array of stored rows (each a `Message.model_dump_json()`).
+def decode_arrays(arrays: Iterable[tuple[int, str]]) -> list[Message]:
+    """The messages of stored rows given as JSON arrays: `(length, "[row,row,...]")`.
 
-    One pydantic-core call for the whole array (its times, UTC, run no Python; see
-    `_UtcTime`). The messages equal what `Message.model_validate_json` gives row by row.
+    Each row is a `Message.model_dump_json()`. One pydantic-core call per array (the
+    times, UTC, run no Python; see `_UtcTime`); the messages equal what
+    `Message.model_validate_json` gives row by row.
 
     Raises:
-        pydantic.ValidationError: the array, or a row in it, is not valid.
+        ValueError: some row is not one valid message (which one is for the caller to
+            find, row by row); a `pydantic.ValidationError` when it does not validate.
     """
-    messages = _ROWS_ADAPTER.validate_json(json_array)
-    _share_fields_sets(messages)
+    messages: list[Message] = []
+    for length, array in arrays:
+        decoded = _ROWS_ADAPTER.validate_json(array)
+        if len(decoded) != length:  # a row holding two messages, or half of one
+            raise ValueError(f"{length} rows hold {len(decoded)} messages")
+        _share_fields_sets(decoded)
+        messages += decoded
     return messages

@@ -27,6 +27,7 @@ from agent_threads.stores.base import (
     ErrorRule,
     Record,
     Row,
+    RowArray,
     RowWrite,
     StoreBase,
     digest_of,
@@ -509,6 +510,23 @@ class SQLiteStore(StoreBase):
             )
         return data
 
+    async def _do_read_row_arrays(self, segment_id: str, start: int, end: int) -> list[RowArray]:
+        """A chunk read whole is one array: its text with commas for newlines, uncut."""
+        lo, hi = min(max(start, 0), POSITIONS), min(end, POSITIONS)  # bindable
+        async with self._statement() as connection:
+            found = await connection.execute_fetchall(_READ, (segment_id, lo, hi))
+        arrays = [
+            _chunk_array(segment_id, first, count, text, lo, hi) for first, count, text in found
+        ]
+        held = sum(array.length for array in arrays)
+        if held != max(0, end - start):  # a gap, or a chunk's count its text does not match
+            await self._do_read_rows(segment_id, start, end)  # names such a chunk
+            raise StoreCorruptedError(
+                f"segment {segment_id!r} in {self._path}",
+                detail=f"positions {start}..{end - 1} requested, {held} rows found",
+            )
+        return arrays
+
     async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
         """The message-id index is brought up to date here, not by appends.
 
@@ -717,6 +735,20 @@ def _runs(data: Sequence[str]) -> Iterator[tuple[int, int]]:
             size += 1 + len(row)
     if lo < len(data):
         yield lo, len(data)
+
+
+def _chunk_array(segment_id: str, first: int, count: Any, text: Any, lo: int, hi: int) -> RowArray:
+    """The rows of a chunk at positions `lo <= p < hi` as one JSON array.
+
+    A chunk of several rows, all wanted, is its text with its newlines turned into
+    commas (its rows hold none: see `_runs`), unchecked: an array that does not hold
+    `count` rows is found by the reader decoding it, and `read_rows` then says which
+    chunk is wrong. Otherwise its rows are cut out (checked) and joined.
+    """
+    if lo <= first and first + count <= hi and count > 1 and isinstance(text, str):
+        return RowArray(count, "[" + text.replace("\n", ",") + "]")
+    rows = _split_chunk(segment_id, first, count, text)[max(lo - first, 0) : hi - first]
+    return RowArray(len(rows), "[" + ",".join(rows) + "]")
 
 
 def _split_chunk(segment_id: str, first: int, count: Any, text: Any) -> list[str]:

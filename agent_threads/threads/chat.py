@@ -32,7 +32,7 @@ from agent_threads.errors import (
     NotLoadedError,
     StoreCorruptedError,
 )
-from agent_threads.messages import Message, ToolCallPart, ToolResultPart, decode_rows
+from agent_threads.messages import Message, ToolCallPart, ToolResultPart, decode_arrays
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, RowWrite, ThreadStore
 from agent_threads.stores.memory import MemoryStore
@@ -175,9 +175,9 @@ def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
 LAZY_CACHE_LIMIT = 4096
 """About how many messages a lazy handle (and its forks) keeps in memory: the newest."""
 
-READ_PAGE = 1024
-"""Rows read and decoded at a time: reading a long range holds at most this many rows'
-text at once besides the messages decoded so far."""
+READ_PAGE = 4096
+"""Rows read from the store at a time: reading a long range holds at most this many
+rows' text at once besides the messages decoded so far."""
 
 
 def _pages(ranges: Iterable[Range]) -> Iterator[Range]:
@@ -338,34 +338,33 @@ class ChatMessageThread(AgentThread):
         except KeyError:  # a bounded cache let go of part of a read longer than its limit
             found: list[Message] = []
             for page in _pages(ranges):
-                rows = await self._store.read_rows(page.segment_id, page.start, page.end)
-                found += self._decode(page, rows)
+                found += await self._read_page(page)
             return found
 
     async def _fill_cache(self, ranges: Sequence[Range]) -> None:
         for page in _pages(self._cache.missing(ranges)):
-            rows = await self._store.read_rows(page.segment_id, page.start, page.end)
-            self._cache.put(page.segment_id, page.start, self._decode(page, rows))
+            self._cache.put(page.segment_id, page.start, await self._read_page(page))
 
-    def _decode(self, r: Range, rows: Sequence[str]) -> list[Message]:
-        """The messages of the rows read from `r`, all validated in one call.
+    async def _read_page(self, page: Range) -> list[Message]:
+        """The messages of `page`, validated an array of rows per call (`read_row_arrays`).
 
-        Row by row only to name the first row that does not decode.
+        If one does not decode, the rows are read again and decoded one by one, to name
+        the first that does not.
         """
+        arrays = await self._store.read_row_arrays(page.segment_id, page.start, page.end)
         try:
-            decoded = decode_rows(f"[{','.join(rows)}]")
-        except ValidationError:
-            decoded = []
-        if len(decoded) == len(rows):
-            return decoded
+            return decode_arrays(arrays)
+        except ValueError:
+            pass
+        rows = await self._store.read_rows(page.segment_id, page.start, page.end)
+        decoded = []
         for offset, row in enumerate(rows):
             try:
-                Message.model_validate_json(row)
+                decoded.append(Message.model_validate_json(row))
             except ValidationError as exc:
-                where = f"segment {r.segment_id!r} position {r.start + offset}"
+                where = f"segment {page.segment_id!r} position {page.start + offset}"
                 raise StoreCorruptedError(where, detail=f"undecodable message: {exc}") from exc
-        where = f"segment {r.segment_id!r} positions {r.start}..{r.end - 1}"
-        raise StoreCorruptedError(where, detail=f"{len(rows)} rows decode as {len(decoded)}")
+        return decoded
 
     async def index_of(self, message_id: str) -> int:
         """The index of a message in this thread.

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
+from operator import attrgetter
 from typing import overload
 
 from agent_threads.core import pieces
 from agent_threads.core.pieces import Range
 from agent_threads.core.sequence import SequenceView
 from agent_threads.messages import Message
+from agent_threads.stores.base import MAX_POSITION
+
+_POSITION_BITS = MAX_POSITION.bit_length()
+_POSITION_MASK = (1 << _POSITION_BITS) - 1
+
+_message_id = attrgetter("id")
 
 
 class _Buffer:
@@ -41,7 +47,7 @@ class _Buffer:
             if self.items[offset + i] is None:
                 self.items[offset + i] = messages[i]
                 self.holes -= 1
-        self.items.extend(messages[overlap:])
+        self.items.extend(messages[overlap:] if overlap else messages)
 
     def drop(self, start: int, end: int) -> list[tuple[int, Message]]:
         """Forget positions `start <= p < end`; returns those held there, with positions.
@@ -104,8 +110,22 @@ class SegmentCache:
         self._runs: deque[tuple[str, int, int]] = deque()  # what was put, oldest first
         self._buffers: dict[str, _Buffer] = {}
         # message id -> its place, or a list of places when it has several (a copy made
-        # by consolidation, a row read from two segments): one tuple each in the usual case
-        self._places: dict[str, tuple[str, int] | list[tuple[str, int]]] = {}
+        # by consolidation, a row read from two segments); a place is one int (see
+        # `_place`): no tuple per message, and nothing the garbage collector follows
+        self._places: dict[str, int | list[int]] = {}
+        self._segment_numbers: dict[str, int] = {}
+        self._segment_ids: list[str] = []
+
+    def _place(self, segment_id: str, position: int) -> int:
+        """`(segment_id, position)` as one int: the segment's number, then the position."""
+        number = self._segment_numbers.get(segment_id)
+        if number is None:
+            number = self._segment_numbers[segment_id] = len(self._segment_ids)
+            self._segment_ids.append(segment_id)
+        return number << _POSITION_BITS | position
+
+    def _unpack(self, place: int) -> tuple[str, int]:
+        return self._segment_ids[place >> _POSITION_BITS], place & _POSITION_MASK
 
     def put(self, segment_id: str, start: int, messages: Sequence[Message]) -> None:
         """Record that `messages` sit at `segment_id[start:]`."""
@@ -116,14 +136,14 @@ class SegmentCache:
         if self.limit is not None:
             self._runs.append((segment_id, start, start + len(messages)))
             self._held += len(messages)
-        ids = [m.id for m in messages]
-        places = zip(repeat(segment_id), range(start, start + len(ids)))
-        fresh = dict(zip(ids, places, strict=True))
+        ids = list(map(_message_id, messages))
+        first = self._place(segment_id, start)
+        fresh = dict(zip(ids, range(first, first + len(ids)), strict=True))
         if len(fresh) == len(ids) and self._places.keys().isdisjoint(fresh):
             self._places.update(fresh)  # the usual case: messages new to the cache
         else:
-            for offset, message_id in enumerate(ids):
-                self._add_place(message_id, (segment_id, start + offset))
+            for place, message_id in enumerate(ids, first):
+                self._add_place(message_id, place)
         if self.limit is not None and self._held > self.limit:
             self._evict(self.limit)
 
@@ -136,11 +156,11 @@ class SegmentCache:
             if buffer is None:
                 continue
             for position, message in buffer.drop(start, end):
-                self._drop_place(message.id, (segment_id, position))
+                self._drop_place(message.id, self._place(segment_id, position))
             if not buffer.items:
                 del self._buffers[segment_id]
 
-    def _drop_place(self, message_id: str, place: tuple[str, int]) -> None:
+    def _drop_place(self, message_id: str, place: int) -> None:
         held = self._places.get(message_id)
         if held == place:
             del self._places[message_id]
@@ -149,9 +169,9 @@ class SegmentCache:
             if len(held) == 1:
                 self._places[message_id] = held[0]
 
-    def _add_place(self, message_id: str, place: tuple[str, int]) -> None:
+    def _add_place(self, message_id: str, place: int) -> None:
         held = self._places.setdefault(message_id, place)
-        if isinstance(held, tuple):
+        if isinstance(held, int):
             if held != place:
                 self._places[message_id] = [held, place]
         elif place not in held:
@@ -189,7 +209,7 @@ class SegmentCache:
         held = self._places.get(message_id)
         if held is None:
             return []
-        return [held] if isinstance(held, tuple) else list(held)
+        return list(map(self._unpack, [held] if isinstance(held, int) else held))
 
     def holds_any(self, message_ids: Iterable[str]) -> bool:
         """Whether any of these message ids is cached (in any segment)."""

@@ -7,21 +7,36 @@ from collections.abc import Sequence
 import pytest
 
 from agent_threads import ChatMessageThread, Message, ThreadStore
+from agent_threads.stores.base import RowArray
 
 
 class ReadCounter:
-    """Wraps a store's `read_rows` and counts the rows it returns."""
+    """Wraps a store's `read_rows` and `read_row_arrays` and counts the rows they return.
+
+    Rows `read_row_arrays` reads through `read_rows` (its default) count once.
+    """
 
     def __init__(self, store: ThreadStore, monkeypatch: pytest.MonkeyPatch) -> None:
         self.rows = 0
-        original = store.read_rows
+        self._in_arrays = False
+        original_rows, original_arrays = store.read_rows, store.read_row_arrays
 
         async def read_rows(segment_id: str, start: int, end: int) -> list[str]:
-            found = await original(segment_id, start, end)
-            self.rows += len(found)
+            found = await original_rows(segment_id, start, end)
+            self.rows += 0 if self._in_arrays else len(found)
+            return found
+
+        async def read_row_arrays(segment_id: str, start: int, end: int) -> list[RowArray]:
+            self._in_arrays = True
+            try:
+                found = await original_arrays(segment_id, start, end)
+            finally:
+                self._in_arrays = False
+            self.rows += sum(array.length for array in found)
             return found
 
         monkeypatch.setattr(store, "read_rows", read_rows)
+        monkeypatch.setattr(store, "read_row_arrays", read_row_arrays)
 
 
 async def stored_thread(store: ThreadStore, length: int) -> ChatMessageThread:

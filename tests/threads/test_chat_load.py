@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from agent_threads import (
     ChatMessageThread,
     MemoryStore,
     Message,
+    SQLiteStore,
     StoreCorruptedError,
     ThreadStore,
     Usage,
@@ -156,3 +158,33 @@ async def test_two_rows_that_only_decode_together_are_refused() -> None:
     thread_id = await with_rows(store, [row[:cut], row[cut + 1 :]])
     with pytest.raises(StoreCorruptedError, match=r"raw-seg.*position 0"):
         await ChatMessageThread.load(thread_id, store=store)
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, 60), (7, 33), (23, 24), (0, 0), (59, 60)])
+async def test_row_arrays_hold_the_rows_of_any_range(
+    store: ThreadStore, start: int, end: int
+) -> None:
+    rows = [varied(i).model_dump_json() for i in range(60)]
+    for first in range(0, 60, 23):  # appends of 23: a range cuts some of them
+        batch = [Row(f"m{i}", rows[i]) for i in range(first, min(60, first + 23))]
+        await store.append_rows("seg", first, batch)
+    arrays = await store.read_row_arrays("seg", start, end)
+    assert sum(array.length for array in arrays) == end - start
+    assert [row for array in arrays for row in json.loads(array.data)] == [
+        json.loads(row) for row in await store.read_rows("seg", start, end)
+    ]
+    with pytest.raises(StoreCorruptedError):
+        await store.read_row_arrays("seg", 55, 61)
+
+
+async def test_a_sqlite_chunk_holding_another_number_of_rows_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "chunks.db"
+    async with SQLiteStore(path) as store:
+        thread = await stored(store, [varied(i) for i in range(46)])
+    connection = sqlite3.connect(path)
+    connection.execute("UPDATE chunks SET count = 22 WHERE key % 4294967296 = 23")
+    connection.commit()
+    connection.close()
+    async with SQLiteStore(path) as store:
+        with pytest.raises(StoreCorruptedError, match="position 23"):
+            await ChatMessageThread.load(thread.id, store=store)
