@@ -881,11 +881,17 @@ class AgentThread(ABC):
 
     @classmethod
     async def from_json(
-        cls, data: str | bytes | Mapping[str, Any], store: ThreadStore | None = None
+        cls,
+        data: str | bytes | Mapping[str, Any],
+        store: ThreadStore | None = None,
+        *,
+        id: str | None = None,
     ) -> AgentThread:
         """Import a thread written by `to_json` into `store` (default: a new MemoryStore).
 
-        The thread keeps its id. `AgentThread.from_json` imports any kind; a subclass's
+        The thread keeps its id, or takes `id` (a chat thread only): a second copy of a
+        thread in the store it came from, with the same messages, history and
+        checkpoints (their ids too). `AgentThread.from_json` imports any kind; a subclass's
         `from_json` (e.g. `ChatMessageThread.from_json`) only its own kind. A document
         of an older version is read as that version wrote it (version 1: `tags` is a
         list of labels, each label `x` becoming the tag `{"x": ""}`).
@@ -893,9 +899,12 @@ class AgentThread(ABC):
         Raises:
             SchemaVersionError: the document is from a newer version or of an unknown kind.
             ConflictError: the store already holds a thread with this id.
+            InvalidIdError: `id` is not a valid id.
             InvalidValueError: the document is not JSON, not a thread export, of another kind
-                than `cls`, or a field is malformed (also a ValueError).
+                than `cls`, or a field is malformed (also a ValueError); `id` is given for
+                a workflow, whose sub-threads keep their ids.
         """
+        import_id = None if id is None else validate_id(id, what="thread id")
         document = _export_document(data)
         version = SchemaVersionError.check(
             document.get("schema_version"), "thread export", newest=EXPORT_SCHEMA_VERSION
@@ -913,7 +922,24 @@ class AgentThread(ABC):
                 f" with {target.__name__}.from_json or AgentThread.from_json",
             )
         document["tags"] = _export_tags(document, version)  # a thread's: taken as they are
+        if import_id is not None:
+            document = target._renamed_export(document, import_id)
         return await target._import(document, MemoryStore() if store is None else store)
+
+    @classmethod
+    def _renamed_export(cls, document: dict[str, Any], thread_id: str) -> dict[str, Any]:
+        """Hook: the export document, to be imported under `thread_id` instead of its id.
+
+        Called by `from_json(..., id=...)`. A kind whose export names other threads by
+        id (a workflow's sub-threads) refuses, by default.
+
+        Raises:
+            InvalidValueError: this kind is imported under its own ids only.
+        """
+        raise InvalidValueError(
+            f"thread export {document.get('id')!r}",
+            reason=f"a {cls.type_name!r} thread is imported under its own id (leave out id=)",
+        )
 
     @classmethod
     @abstractmethod

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
@@ -31,6 +32,7 @@ from agent_threads.errors import (
     MessageNotFoundError,
     NotLoadedError,
     StoreCorruptedError,
+    ThreadNotFoundError,
 )
 from agent_threads.messages import Message, ToolCallPart, ToolResultPart, decode_arrays
 from agent_threads.state import ImmutableState
@@ -40,7 +42,9 @@ from agent_threads.threads.base import AgentThread
 from agent_threads.threads.segment_cache import MessageList, SegmentCache
 from agent_threads.timetravel.checkpoint import Checkpoint, CheckpointReason
 from agent_threads.timetravel.checkpoints import (
+    append_to_log,
     clean_label,
+    current_checkpoint,
     has_log,
     new_checkpoint,
     plan_log_write,
@@ -180,6 +184,31 @@ READ_PAGE = 4096
 rows' text at once besides the messages decoded so far."""
 
 
+POP_LABEL = "before-pop"
+"""The label of the checkpoint `pop()` saves of the old head: roll back to it to undo."""
+
+CLEAR_LABEL = "before-clear"
+"""The label of the checkpoint `clear()` saves of the old head."""
+
+
+class _NothingToCut(Exception):
+    """A pop or clear found the thread empty (raised out of a checkpoint's build)."""
+
+
+def _without(stats: ThreadStats, removed: Iterable[Message]) -> ThreadStats:
+    """`stats` less the removed messages' count and usage, never below zero.
+
+    (A fork that reset its stats holds messages they never counted.)
+    """
+    less = ThreadStats().add(removed)
+    return ThreadStats(
+        message_count=max(0, stats.message_count - less.message_count),
+        input_tokens=max(0, stats.input_tokens - less.input_tokens),
+        output_tokens=max(0, stats.output_tokens - less.output_tokens),
+        cost=max(0.0, stats.cost - less.cost),
+    )
+
+
 def _pages(ranges: Iterable[Range]) -> Iterator[Range]:
     """`ranges` cut into reads of at most `READ_PAGE` rows."""
     for r in ranges:
@@ -272,6 +301,47 @@ class ChatMessageThread(AgentThread):
         """
         record = await cls._read_record(store, thread_id)
         return await cls._open(store, record, lazy=lazy)
+
+    @classmethod
+    async def get_or_create(
+        cls,
+        id: str,
+        *,
+        store: ThreadStore,
+        title: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        auto_checkpoint: bool = False,
+        lazy: bool = False,
+    ) -> Self:
+        """The stored thread `id`, created (empty, with these fields) if there is none.
+
+        Safe to race: when several tasks or processes call it at once, one creation wins
+        (the store's create is a compare-and-set) and every caller gets that thread. The
+        fields are used only to create it; an existing thread keeps its own. With
+        `lazy=True` the handle reads messages on demand, as `load(lazy=True)`.
+
+        Raises:
+            InvalidIdError: `id` is not a valid id.
+            InvalidValueError: the title, tags or metadata are not acceptable.
+            ThreadNotFoundError: `id` is held by a thread of another kind (a workflow).
+        """
+        with contextlib.suppress(ThreadNotFoundError):  # none yet, or not a chat: see below
+            return await cls.load(id, store=store, lazy=lazy)
+        try:
+            created = await cls.create(
+                store,
+                id=id,
+                title=title,
+                tags=tags,
+                metadata=metadata,
+                auto_checkpoint=auto_checkpoint,
+            )
+        except ConflictError:  # created by another caller since: take theirs
+            return await cls.load(id, store=store, lazy=lazy)  # or not a chat: NotFound
+        if lazy:
+            created._attach(SegmentCache(limit=LAZY_CACHE_LIMIT), lazy=True)
+        return created
 
     @classmethod
     async def _open(cls, store: ThreadStore, record: Record, *, lazy: bool = False) -> Self:
@@ -585,6 +655,72 @@ class ChatMessageThread(AgentThread):
         if not self._lazy:
             await self._fill_cache(self._ranges)
 
+    # -- removing messages (non-destructively: a checkpoint keeps the old head) --------
+
+    async def pop(self, *, deadline: float | None = None) -> Message | None:
+        """Remove the last message from the thread and return it; None if the thread is empty.
+
+        Nothing is deleted: as in `rollback`, the old head is saved as a checkpoint
+        (labelled `POP_LABEL`, reason "rollback") in the same store write that moves the
+        head back, so `rollback("before-pop")` puts the message back. The state stays as
+        it is; the stats lose the message (its count and usage). A compare-and-set like an
+        append: if another handle appended first, the last message *as stored* is the one
+        removed (this handle re-reads the thread), so concurrent pops never remove the
+        same message twice.
+
+        Raises:
+            ConflictError: other writers kept moving the thread until the deadline.
+        """
+        async with self._lock:
+            cut = await self._cut_tail(lambda head: head - 1, POP_LABEL, deadline)
+        return None if cut is None else cut[0][-1]
+
+    async def clear(self, *, deadline: float | None = None) -> Checkpoint | None:
+        """Remove every message; returns the checkpoint of the old head (None: already empty).
+
+        Like `pop` for all messages: the old head is saved as a checkpoint labelled
+        `CLEAR_LABEL` in the same store write, so `rollback(checkpoint)` restores them.
+        Title, tags, metadata and state stay; the stats return to zero.
+
+        Raises:
+            ConflictError: other writers kept moving the thread until the deadline.
+        """
+        async with self._lock:
+            cut = await self._cut_tail(lambda head: 0, CLEAR_LABEL, deadline)
+        return None if cut is None else cut[1]
+
+    async def _cut_tail(
+        self, keep: Callable[[int], int], label: str, deadline: float | None
+    ) -> tuple[list[Message], Checkpoint] | None:
+        """Keep the first `keep(head)` messages; returns the removed ones and a checkpoint.
+
+        The checkpoint is the old head's; None means there was nothing to remove. The
+        checkpoint and the new head are one write (`append_to_log`); after a lost race
+        the thread is re-read and `keep` applied to its new head.
+        """
+        removed: list[Message] = []
+
+        async def build() -> tuple[Checkpoint, ImmutableState, dict[str, JsonValue]]:
+            head = self.head
+            count = max(0, keep(head))
+            removed[:] = await self.get_messages(count, head)
+            if not removed:
+                raise _NothingToCut
+            saved = await current_checkpoint(self, label, {}, "rollback")
+            stats = ThreadStats() if count == 0 else _without(self.stats, removed)
+            ranges = pieces.prefix(self._ranges, count)
+            return saved, self.state, {**self.rollback_data(ranges), "stats": stats.model_dump()}
+
+        try:
+            saved, before = await append_to_log(
+                self, build, keep_on_change=False, backoff=self.retry_policy(deadline).start()
+            )
+        except _NothingToCut:
+            return None
+        self.remember(saved, before)
+        self._on_bind()  # publish took the record; the piece table is read from it here
+        return removed, saved
+
     # -- forks and copies ---------------------------------------------------------
 
     async def fork(
@@ -697,6 +833,10 @@ class ChatMessageThread(AgentThread):
         }
 
     @classmethod
+    def _renamed_export(cls, document: dict[str, Any], thread_id: str) -> dict[str, Any]:
+        return {**document, "id": thread_id}  # checkpoints are exported without thread ids
+
+    @classmethod
     async def _import(cls, document: dict[str, Any], store: ThreadStore) -> Self:
         exported = _read_export(document)
         messages = _as_messages(exported.messages, exported.id)
@@ -780,4 +920,4 @@ def _read_export(document: dict[str, Any]) -> _ChatExport:
         raise InvalidValueError(where, reason=validation_problems(exc)) from exc
 
 
-__all__ = ["THREAD_KIND", "ChatMessageThread"]
+__all__ = ["CLEAR_LABEL", "POP_LABEL", "THREAD_KIND", "ChatMessageThread"]
