@@ -33,6 +33,13 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/api/runs/{rid}", None),
     ("GET", "/api/runs/{rid}/sub-threads", None),
     ("GET", "/api/runs/{rid}/interrupts", None),
+    ("GET", "/v1/conversations/{vid}", None),
+    ("POST", "/v1/conversations/{vid}", {"metadata": {"mine": "now"}}),
+    ("DELETE", "/v1/conversations/{vid}", None),
+    ("GET", "/v1/conversations/{vid}/items", None),
+    ("POST", "/v1/conversations/{vid}/items", {"items": [{"role": "user", "content": "x"}]}),
+    ("GET", "/v1/conversations/{vid}/items/{iid}", None),
+    ("DELETE", "/v1/conversations/{vid}/items/{iid}", None),
 ]
 
 
@@ -48,6 +55,8 @@ def test_the_route_list_covers_every_route_with_an_id(app: FastAPI) -> None:
         "{mid}": "{message_id}",
         "{cid}": "{checkpoint}",
         "{rid}": "{run_id}",
+        "{vid}": "{conversation_id}",
+        "{iid}": "{item_id}",
     }
     listed = set()
     for method, path, _ in ROUTES:
@@ -70,7 +79,14 @@ async def test_another_tenants_ids_are_not_found(
     message = (await other.get("/api/threads/shared/messages")).json()["first_id"]
     checkpoint = (await other.post("/api/threads/shared/checkpoints", json={"label": "c"})).json()
     run_id = await paused_run(TenantStore(store, "beta"))
-    ids = {"{tid}": theirs["id"], "{mid}": message, "{cid}": checkpoint["id"], "{rid}": run_id}
+    ids = {
+        "{tid}": theirs["id"],
+        "{mid}": message,
+        "{cid}": checkpoint["id"],
+        "{rid}": run_id,
+        "{vid}": theirs["id"],  # a conversation is a thread
+        "{iid}": message,
+    }
     for short, value in ids.items():
         path = path.replace(short, value)
     if body is not None:

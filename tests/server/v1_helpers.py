@@ -1,0 +1,53 @@
+"""Helpers of the `/v1` tests: the `openai` client on the app in-process, a store to stall."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import httpx2
+import openai
+from fastapi import FastAPI
+
+from agent_threads import MemoryStore, StoreUnavailableError
+from agent_threads.stores.base import Record, RowWrite
+
+
+def openai_client(app: FastAPI, key: str, **options: Any) -> openai.AsyncOpenAI:
+    """The unmodified `openai` client, talking to `app` in-process (no socket)."""
+    transport = httpx2.ASGITransport(app=app)
+    return openai.AsyncOpenAI(
+        base_url="http://threads.test/v1",
+        api_key=key,
+        http_client=httpx2.AsyncClient(transport=transport),
+        **options,
+    )
+
+
+def text_item(text: str, role: str = "user") -> dict[str, Any]:
+    """An input message item in the short form (no type, string content)."""
+    return {"role": role, "content": text}
+
+
+class ControlledStore(MemoryStore):
+    """A MemoryStore whose commits (appends) can fail once, or wait for a gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits = 0
+        self.fail_next_commit = False
+        self.gate: anyio.Event | None = None
+        self.entered = anyio.Event()
+
+    async def _do_commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        if self.fail_next_commit:
+            self.fail_next_commit = False
+            raise StoreUnavailableError(repr(self), operation="commit", detail="unplugged")
+        if self.gate is not None:
+            self.entered.set()
+            await self.gate.wait()
+        self.commits += 1
+        return await super()._do_commit(writes, record, expected_version=expected_version)
