@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
 import openai
 from fastapi import FastAPI
+from openai.types.responses import EasyInputMessageParam
 
 from agent_threads import MemoryStore, StoreUnavailableError
 from agent_threads.stores.base import Record, RowWrite
@@ -25,9 +26,16 @@ def openai_client(app: FastAPI, key: str, **options: Any) -> openai.AsyncOpenAI:
     )
 
 
-def text_item(text: str, role: str = "user") -> dict[str, Any]:
+def text_item(
+    text: str, role: Literal["user", "assistant", "system", "developer"] = "user"
+) -> EasyInputMessageParam:
     """An input message item in the short form (no type, string content)."""
     return {"role": role, "content": text}
+
+
+def item(**fields: Any) -> Any:
+    """An item written as keyword arguments (typed loosely: tests send odd ones too)."""
+    return fields
 
 
 class ControlledStore(MemoryStore):
