@@ -11,7 +11,12 @@ from agent_threads import ChatMessageThread, Message, ThinkingPart, tool_call
 from agent_threads.stores.base import ThreadStore
 from agent_threads.stores.tenant import TenantStore
 from tests.server.conftest import error_of, text
-from tests.server.v1_helpers import text_item
+from tests.server.v1_helpers import ControlledStore, text_item
+
+
+@pytest.fixture
+def store() -> ControlledStore:
+    return ControlledStore()
 
 
 async def conversation_of(client: httpx.AsyncClient, *texts: str) -> str:
@@ -159,6 +164,17 @@ async def test_a_deleted_item_stays_in_the_thread_history(
     assert texts_of(await items_of(client, cid, order="asc")) == ["a", "b", "c"]
 
 
+async def test_a_delete_whose_append_fails_is_undone(
+    client: httpx.AsyncClient, store: ControlledStore
+) -> None:
+    cid = await conversation_of(client, "a", "b", "c")
+    before = (await items_of(client, cid, order="asc"))["data"]
+    store.plan = [False, True]  # the rollback is written, the append of "c" is not
+    failed = await client.delete(f"/v1/conversations/{cid}/items/{before[1]['id']}")
+    assert error_of(failed, 503)["type"] == "store_unavailable"
+    assert (await items_of(client, cid, order="asc"))["data"] == before
+
+
 async def test_the_thread_stats_lose_the_deleted_item(client: httpx.AsyncClient) -> None:
     cid = await conversation_of(client, "a", "b", "c")
     first = (await items_of(client, cid, order="asc"))["first_id"]
@@ -166,17 +182,14 @@ async def test_the_thread_stats_lose_the_deleted_item(client: httpx.AsyncClient)
     assert (await client.get(f"/api/threads/{cid}")).json()["stats"]["message_count"] == 2
 
 
-async def test_the_first_item_of_a_native_thread_cannot_be_deleted(
-    client: httpx.AsyncClient,
-) -> None:
+async def test_the_first_item_of_a_native_thread_can_be_deleted(client: httpx.AsyncClient) -> None:
     created = await client.post("/api/threads", json={"messages": [text("a"), text("b")]})
     cid = created.json()["id"]
     first = (await items_of(client, cid, order="asc"))["first_id"]
-    error = error_of(await client.delete(f"/v1/conversations/{cid}/items/{first}"), 422)
-    assert "conversation-start" in error["message"]
-    last = (await items_of(client, cid))["first_id"]
-    assert (await client.delete(f"/v1/conversations/{cid}/items/{last}")).status_code == 200
-    assert texts_of(await items_of(client, cid)) == ["a"]
+    assert (await client.delete(f"/v1/conversations/{cid}/items/{first}")).status_code == 200
+    assert texts_of(await items_of(client, cid)) == ["b"]
+    checkpoints = (await client.get(f"/api/threads/{cid}/checkpoints")).json()["checkpoints"]
+    assert [c["label"] for c in checkpoints] == ["before-clear"]
 
 
 # -- messages that are several items -----------------------------------------------------

@@ -39,20 +39,30 @@ def item(**fields: Any) -> Any:
 
 
 class ControlledStore(MemoryStore):
-    """A MemoryStore whose commits (appends) can fail once, or wait for a gate."""
+    """A MemoryStore whose commits (appends, rollbacks) fail as planned, or wait for a gate.
+
+    `plan` lists the next commits' fates, True to fail (`fail_next_commit` plans one).
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.commits = 0
-        self.fail_next_commit = False
+        self.plan: list[bool] = []
         self.gate: anyio.Event | None = None
         self.entered = anyio.Event()
+
+    @property
+    def fail_next_commit(self) -> bool:
+        return bool(self.plan and self.plan[0])
+
+    @fail_next_commit.setter
+    def fail_next_commit(self, value: bool) -> None:
+        self.plan = [value]
 
     async def _do_commit(
         self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
     ) -> Record:
-        if self.fail_next_commit:
-            self.fail_next_commit = False
+        if self.plan and self.plan.pop(0):
             raise StoreUnavailableError(repr(self), operation="commit", detail="unplugged")
         if self.gate is not None:
             self.entered.set()

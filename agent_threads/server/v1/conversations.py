@@ -2,9 +2,6 @@
 
 A conversation is a chat thread: its id is `conv_` and 48 hex digits, its metadata is
 the thread's, and its items are the thread's messages (`formats.openai_responses`).
-Each conversation made here also records an empty checkpoint labelled `START_LABEL`
-before its first items, so that its first item can be deleted like any other (see
-`items.delete_item`).
 """
 
 from __future__ import annotations
@@ -31,9 +28,6 @@ from agent_threads.threads.chat import ChatMessageThread
 
 log = logging.getLogger("agent_threads.server")
 
-START_LABEL = "conversation-start"
-"""The label of the empty checkpoint each conversation made here starts with."""
-
 router = APIRouter(prefix="/v1/conversations", tags=["openai: conversations"])
 
 _COMMON = error_responses(401, 422, 503)
@@ -53,7 +47,6 @@ async def create_conversation(body: ConversationCreate, store: Store) -> Convers
         store, id=new_conversation_id(), metadata=body.metadata or {}
     )
     try:
-        await thread.checkpoint(START_LABEL)
         await thread.on_new_messages(messages)
     except BaseException:
         with anyio.CancelScope(shield=True):

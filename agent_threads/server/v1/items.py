@@ -14,17 +14,15 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Query
 
-from agent_threads.errors import CheckpointNotFoundError, InvalidValueError, MessageNotFoundError
+from agent_threads.errors import InvalidValueError, MessageNotFoundError
 from agent_threads.formats.openai_responses import from_items, message_items, split_item_id
 from agent_threads.messages import Message
 from agent_threads.server.api.handles import chat_thread
 from agent_threads.server.api.models import Order, PageLimit
 from agent_threads.server.auth import Store
 from agent_threads.server.errors import error_responses
-from agent_threads.server.v1.conversations import START_LABEL
 from agent_threads.server.v1.models import Conversation, ItemList, ItemsCreate
 from agent_threads.threads.chat import ChatMessageThread
-from agent_threads.timetravel.checkpoint import Checkpoint
 
 log = logging.getLogger("agent_threads.server")
 
@@ -91,8 +89,8 @@ async def delete_item(conversation_id: str, item_id: str, store: Store) -> Conve
     """Take an item out of a conversation; answers the conversation.
 
     Nothing is deleted from the thread's history: the conversation is rolled back to
-    the item before it (the old head saved as a checkpoint, "before-rollback") and the
-    items after it appended again.
+    the item before it (the old head saved as a checkpoint, "before-rollback"; cleared,
+    "before-clear", for the first item) and the items after it appended again.
     """
     thread = await chat_thread(store, conversation_id)
     index, position = await _locate(thread, item_id)
@@ -170,19 +168,17 @@ async def _page_backward(thread: ChatMessageThread, after: str | None, limit: in
 async def _take_out(thread: ChatMessageThread, index: int) -> None:
     """Remove the message at `index` from the thread's head, keeping it in its history.
 
-    One write when it is the last message (what `pop` does); else a rollback and an
-    append of the messages after it, the rollback undone if the append fails.
-
-    Raises:
-        InvalidValueError: the first message is asked for, and the thread has no
-            checkpoint `START_LABEL` (it was not made through `/v1`).
+    One write when it is the last message; else the cut and an append of the messages
+    after it, the cut undone if the append fails. The cut is a rollback to the message
+    before (not `pop`, which would take whatever message is last by then), or `clear`
+    for the first message; either saves the old head as a checkpoint in the same write.
     """
     rest = await thread.get_messages(index + 1, thread.head)
     if index == 0:
-        undo = await _rollback_to_start(thread)
+        undo = await thread.clear()
     else:
         undo = await thread.rollback(message_id=(await _message_at(thread, index - 1)).id)
-    if not rest:
+    if not rest or undo is None:
         return
     try:
         await thread.on_new_messages(rest)
@@ -193,15 +189,3 @@ async def _take_out(thread: ChatMessageThread, index: int) -> None:
             except Exception:  # the messages stay one rollback away, in checkpoint `undo`
                 log.exception("could not undo rollback %s of thread %s", undo.id, thread.id)
         raise
-
-
-async def _rollback_to_start(thread: ChatMessageThread) -> Checkpoint:
-    try:
-        start = await thread.get_checkpoint(START_LABEL)
-    except CheckpointNotFoundError:
-        raise InvalidValueError(
-            f"conversation {thread.id!r}",
-            reason="its first item cannot be taken out: it was not created through /v1, so"
-            f" it has no empty checkpoint {START_LABEL!r} to roll back to",
-        ) from None
-    return await thread.rollback(start)
