@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, JsonValue
 
 from agent_threads.errors import InvalidValueError
-from agent_threads.messages import SummaryPart
+from agent_threads.messages import Message, SummaryPart, Usage
 
 SUMMARY_HEADING = "Summary of earlier messages:"
 """How a summary part reads to a model (providers have no summary type)."""
@@ -61,3 +61,46 @@ def guess_image_type(url: str) -> str:
     """The image media type a URL's extension suggests, or "image/*" when it says nothing."""
     guessed = mimetypes.guess_type(url.split("?", 1)[0])[0]
     return guessed if guessed and guessed.startswith("image/") else "image/*"
+
+
+_USAGE_NAMES = (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens"))
+"""Each count's name in the Responses and Anthropic APIs, then in Chat Completions."""
+
+
+def read_usage(usage: Mapping[str, Any] | BaseModel) -> Usage:
+    """A `Usage` of a provider's usage (a dict, or the SDK's object).
+
+    Counts are `input_tokens`/`output_tokens` (Responses API; Anthropic, whose input
+    tokens are taken as reported: cache reads and writes are not added) or
+    `prompt_tokens`/`completion_tokens` (Chat Completions).
+
+    Raises:
+        InvalidValueError: a count is not a non-negative integer.
+    """
+    body = as_mapping(usage, "usage")
+    counts = []
+    for names in _USAGE_NAMES:
+        value = next((body[n] for n in names if body.get(n) is not None), 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidValueError("usage", reason=f"{names[0]!r} must be a count, got {value!r}")
+        counts.append(value)
+    return Usage(input_tokens=counts[0], output_tokens=counts[1])
+
+
+def with_usage(
+    messages: list[Message], usage: Mapping[str, Any] | BaseModel | None
+) -> list[Message]:
+    """`messages` with `usage` on the reply it was spent on, counted once in thread stats.
+
+    The reply is the last assistant message holding contents (else the last assistant
+    message, else the last one). None (or no messages) changes nothing.
+    """
+    if usage is None or not messages:
+        return messages
+    replies = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    with_contents = [i for i in replies if messages[i].contents]
+    target = (with_contents or replies or [len(messages) - 1])[-1]
+    carrier = messages[target]
+    out = list(messages)
+    out[target] = Message.model_validate({**carrier.model_dump(), "usage": read_usage(usage)})
+    return out

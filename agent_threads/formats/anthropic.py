@@ -37,6 +37,7 @@ from agent_threads.formats._parts import (
     guess_image_type,
     result_text,
     summary_text,
+    with_usage,
 )
 from agent_threads.messages import (
     DataPart,
@@ -157,10 +158,13 @@ def from_messages(
     messages: Iterable[Mapping[str, Any] | BaseModel],
     *,
     system: str | Iterable[Any] | None = None,
+    usage: Mapping[str, Any] | BaseModel | None = None,
 ) -> list[Message]:
     """`Message`s from a Messages API `system` and `messages` (dicts, or SDK reply objects).
 
-    Each tool result becomes a tool message of its own, in place.
+    Each tool result becomes a tool message of its own, in place. `usage` (a reply's
+    `{input_tokens, output_tokens}`) goes to the last assistant message, so the thread's
+    stats count it (`from_response` reads a whole reply, usage included).
 
     Raises:
         ValueError: an entry is not a message this format knows (names its index).
@@ -177,7 +181,19 @@ def from_messages(
                 where, reason=f"role must be 'user' or 'assistant', got {role!r}"
             )
         out.extend(_read(role, _blocks(item, where), where))
-    return out
+    return with_usage(out, usage)
+
+
+def from_response(response: Mapping[str, Any] | BaseModel) -> list[Message]:
+    """The messages of a Messages API reply (`client.messages.create(...)`), with its usage.
+
+    Raises:
+        ValueError: the reply is not an assistant message this format knows.
+    """
+    reply = as_mapping(response, "response")
+    usage = reply.get("usage")
+    message = {"role": reply.get("role"), "content": reply.get("content")}
+    return from_messages([message], usage=usage if isinstance(usage, Mapping) else None)
 
 
 def _system_text(system: str | Iterable[Any]) -> str:
@@ -255,4 +271,4 @@ def _part(block: Mapping[str, Any], where: str) -> Part:
     raise InvalidValueError(where, reason=f"unsupported content block type {kind!r}")
 
 
-__all__ = ["AnthropicMessages", "from_messages", "to_messages"]
+__all__ = ["AnthropicMessages", "from_messages", "from_response", "to_messages"]

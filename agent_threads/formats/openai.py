@@ -41,6 +41,7 @@ from agent_threads.formats._parts import (
     parse_data_url,
     result_text,
     summary_text,
+    with_usage,
 )
 from agent_threads.messages import (
     DataPart,
@@ -183,8 +184,16 @@ def _assistant(message: Message, parts: Sequence[Part]) -> dict[str, Any]:
 # -- reading ------------------------------------------------------------------------------
 
 
-def from_messages(messages: Iterable[Mapping[str, Any] | BaseModel]) -> list[Message]:
+def from_messages(
+    messages: Iterable[Mapping[str, Any] | BaseModel],
+    *,
+    usage: Mapping[str, Any] | BaseModel | None = None,
+) -> list[Message]:
     """`Message`s from Chat Completions messages: dicts as sent, or the client's reply objects.
+
+    `usage` (a completion's `{prompt_tokens, completion_tokens}`) goes to the last
+    assistant message, so the thread's stats count it (`from_completion` reads a whole
+    completion, usage included).
 
     Raises:
         ValueError: an entry is not a message this format knows (names its index).
@@ -207,7 +216,24 @@ def from_messages(messages: Iterable[Mapping[str, Any] | BaseModel]) -> list[Mes
             out.append(Message.tool_result(call_id, text))
         else:
             raise InvalidValueError(where, reason=f"unknown or unsupported role {role!r}")
-    return out
+    return with_usage(out, usage)
+
+
+def from_completion(completion: Mapping[str, Any] | BaseModel) -> list[Message]:
+    """The reply of a completion (`client.chat.completions.create(...)`), with its usage.
+
+    The first choice's message; its usage on it.
+
+    Raises:
+        ValueError: the completion has no choice, or its message is not one this format knows.
+    """
+    body = as_mapping(completion, "completion")
+    choices = field(body, "choices", list, "completion")
+    if not choices:
+        raise InvalidValueError("completion", reason="it has no choices")
+    message = field(as_mapping(choices[0], "completion choice 0"), "message", Mapping, "choice 0")
+    usage = body.get("usage")
+    return from_messages([message], usage=usage if isinstance(usage, Mapping) else None)
 
 
 def _content_blocks(item: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
@@ -288,4 +314,4 @@ def _reply(item: Mapping[str, Any], where: str) -> tuple[Part, ...]:
     return tuple(parts)
 
 
-__all__ = ["from_messages", "to_messages"]
+__all__ = ["from_completion", "from_messages", "to_messages"]

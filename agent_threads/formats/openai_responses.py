@@ -58,6 +58,7 @@ from agent_threads.formats._parts import (
     parse_data_url,
     result_text,
     summary_text,
+    with_usage,
 )
 from agent_threads.messages import (
     DataPart,
@@ -69,7 +70,6 @@ from agent_threads.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
-    Usage,
 )
 
 METADATA_KEY = "openai_item"
@@ -282,9 +282,7 @@ def from_items(
     messages = [
         _read_item(as_mapping(raw, f"item {i}"), f"item {i}") for i, raw in enumerate(items)
     ]
-    if usage is not None and messages:
-        messages = _with_usage(messages, read_usage(usage))
-    return messages
+    return with_usage(messages, usage)
 
 
 def from_response(response: Mapping[str, Any] | BaseModel) -> list[Message]:
@@ -293,31 +291,6 @@ def from_response(response: Mapping[str, Any] | BaseModel) -> list[Message]:
     output = field(body, "output", list, "response")
     usage = body.get("usage")
     return from_items(output, usage=usage if isinstance(usage, Mapping) else None)
-
-
-def read_usage(usage: Mapping[str, Any] | BaseModel) -> Usage:
-    """A `Usage` of a Responses usage (`input_tokens`, `output_tokens`).
-
-    Raises:
-        InvalidValueError: a count is not a non-negative integer.
-    """
-    body = as_mapping(usage, "usage")
-    counts = {}
-    for name in ("input_tokens", "output_tokens"):
-        value = body.get(name, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidValueError("usage", reason=f"{name!r} must be a count, got {value!r}")
-        counts[name] = value
-    return Usage(**counts)
-
-
-def _with_usage(messages: list[Message], usage: Usage) -> list[Message]:
-    replies = [i for i, m in enumerate(messages) if m.role == "assistant"]
-    with_contents = [i for i in replies if messages[i].contents]
-    target = (with_contents or replies or [len(messages) - 1])[-1]
-    carrier = messages[target]
-    messages[target] = Message.model_validate({**carrier.model_dump(), "usage": usage})
-    return messages
 
 
 def _read_item(raw: Mapping[str, Any], where: str) -> Message:
@@ -498,7 +471,6 @@ __all__ = [
     "from_response",
     "message_items",
     "new_item_id",
-    "read_usage",
     "split_item_id",
     "to_items",
 ]
