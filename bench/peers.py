@@ -58,11 +58,11 @@ from agent_threads import ChatMessageThread, Message, SQLiteStore, Usage
 from agent_threads.stores.postgres import PostgresStore
 from agent_threads.stores.redis import RedisStore
 
-ROUNDS = 15
-SINGLE_CALLS = 100
+ROUNDS = 21
+SINGLE_CALLS = 50
 """Calls of one message per contender per round."""
 BATCH = 100
-BATCH_CALLS = 10
+BATCH_CALLS = 6
 EAGER_N = 10_000
 LAZY_N = 100_000
 TAIL = 50
@@ -237,25 +237,15 @@ async def race(contenders: Sequence[Contender], calls: int, size: int) -> Figure
 async def _round(
     contenders: Sequence[Contender], calls: int, size: int, into: dict[str, list[float]] | None
 ) -> None:
-    """One round: call after call, each contender makes it in turn, in a fresh order.
-
-    Interleaved call by call, the contenders meet the same load from the machine's other
-    work; the collector runs between calls that each make thousands of objects.
-    """
+    """One round: the contenders in a fresh order, each making the same calls in a row."""
     work = [batch(size) if size else NO_INPUT for _ in range(calls)]
-    order = _ORDER.sample(list(contenders), len(contenders))
-    spent = dict.fromkeys((c.name for c in order), 0.0)
-    gc.collect()
-    for b in work:
-        for contender in order:
-            if calls == 1:
-                gc.collect()  # a big call: the garbage of the one before is not its to sweep
-            began = time.perf_counter()
+    for contender in _ORDER.sample(list(contenders), len(contenders)):
+        gc.collect()  # the garbage of the one before is not this one's to sweep
+        began = time.perf_counter()
+        for b in work:
             await contender.call(b)
-            spent[contender.name] += time.perf_counter() - began
-    if into is not None:  # None: the unrecorded first round, warming up
-        for name, seconds in spent.items():
-            into[name].append(seconds / calls)
+        if into is not None:  # None: the unrecorded first round, warming up
+            into[contender.name].append((time.perf_counter() - began) / calls)
 
 
 # -- the servers ------------------------------------------------------------------------
@@ -711,12 +701,12 @@ def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) ->
         "# agent-threads beside its peers",
         "",
         f"Messages of ~{json_bytes:.0f} bytes of JSON, built before the clock starts. One"
-        " process, one run. Appends and loads: every contender makes the same calls, call"
-        " after call in turn, in a fresh order each round; a figure is the median over"
+        " process, one run. Appends and loads: in each round every contender makes the"
+        " same calls in a row, in a fresh order each round; a figure is the median over"
         f" {ROUNDS} rounds of the time per call (after one unrecorded round), a ratio the"
         " median over rounds of the two contenders' times in the same round. What the"
         " setup built is frozen out of the collector (`gc.freeze()`), which runs before"
-        f" each round and, for the loads of {EAGER_N:,} messages, before each call. Append"
+        " each contender's calls. Append"
         " + checkpoint is one call, `on_new_messages(..., checkpoint=True)`. Raw baselines"
         " serialize each message with `Message.model_dump_json()` inside the timed call,"
         " then insert and commit: aiosqlite with WAL and synchronous=NORMAL on one"
