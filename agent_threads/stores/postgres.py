@@ -1,8 +1,9 @@
 """PostgresStore: threads shared by many processes and machines, durable in PostgreSQL.
 
-On asyncpg (extra `postgres`). Every store operation is one transaction (most are one
-statement), every value is a query parameter, and the only identifier ever written
-into SQL text is the schema name, checked against a strict pattern first.
+On asyncpg (extra `postgres`). Every store operation is one transaction, most of them
+one statement in one round trip (`commit`, an append's rows and its record, included),
+every value is a query parameter, and the only identifier ever written into SQL text
+is the schema name, checked against a strict pattern first.
 
 The tables live in their own schema (default `agent_threads`), created on first use.
 The schema evolves by `MIGRATIONS`: migration `i` takes it from version `i` to
@@ -16,9 +17,10 @@ written by a newer release is refused with `SchemaVersionError`, never guessed a
     blobs          digest primary key, data bytea, written_at
 
 Timestamps are the writing client's clock, as `vacuum()` compares them with the
-vacuuming client's clock. Rows and blobs commit without waiting for the disk (see
-`_unflushed_transaction`); records, which make them reachable, wait for it. JSONB
-keeps no key order; values read back equal.
+vacuuming client's clock. Rows and blobs written alone commit without waiting for the
+disk (see `_UNFLUSHED`); records, which make them reachable, wait for it (and so does a
+`commit`, rows and record in one transaction). JSONB keeps no key order; values read
+back equal.
 PostgreSQL cannot hold the NUL character in JSONB or text, so record data or rows
 containing one are refused with a ValueError.
 """
@@ -58,6 +60,7 @@ from agent_threads.stores.base import (
     ErrorRule,
     Record,
     Row,
+    RowWrite,
     StoreBase,
     check_read,
     check_timeout,
@@ -125,22 +128,42 @@ _RECORD_COLUMNS = "kind, id, version, owner, tags, data::text"
 
 _Connection: TypeAlias = "PoolConnectionProxy[asyncpg.Record]"
 
-_INSERT_RECORD = """
-WITH written AS (
-    INSERT INTO records (kind, id, version, owner, tags, data)
-    VALUES ($1, $2, 1, $3, $4, $5::jsonb)
-    ON CONFLICT (kind, id) DO NOTHING
-    RETURNING version)
+_COMMIT_ROWS = """
+touched AS (
+    INSERT INTO segments (segment_id, written_at)
+    SELECT segment_id, $12 FROM unnest($7::text[]) AS s(segment_id)
+    WHERE EXISTS (SELECT FROM written)
+    ON CONFLICT (segment_id) DO UPDATE SET written_at = EXCLUDED.written_at),
+appended AS (
+    INSERT INTO segment_rows (segment_id, position, message_id, data)
+    SELECT * FROM unnest($8::text[], $9::bigint[], $10::text[], $11::text[])
+    WHERE EXISTS (SELECT FROM written))
 SELECT (SELECT version FROM written), (SELECT version FROM records WHERE kind = $1 AND id = $2)
 """
+"""The rows of a commit, written only if its record was (`written`), in one statement:
+$7 the segments written (each once), $8-$11 each row's segment, position, message id
+and data, $12 the time."""
 
-_UPDATE_RECORD = """
+_COMMIT_NEW = (
+    """
+WITH written AS (
+    INSERT INTO records (kind, id, version, owner, tags, data)
+    VALUES ($1, $2, $3::bigint + 1, $4, $5, $6::jsonb)
+    ON CONFLICT (kind, id) DO NOTHING
+    RETURNING version),"""
+    + _COMMIT_ROWS
+)
+"""`commit` of a new record ($3 = 0): its rows and the record, or nothing."""
+
+_COMMIT_UPDATE = (
+    """
 WITH written AS (
     UPDATE records SET version = version + 1, owner = $4, tags = $5, data = $6::jsonb
     WHERE kind = $1 AND id = $2 AND version = $3
-    RETURNING version)
-SELECT (SELECT version FROM written), (SELECT version FROM records WHERE kind = $1 AND id = $2)
-"""
+    RETURNING version),"""
+    + _COMMIT_ROWS
+)
+"""`commit` over version $3: its rows and the record, or nothing."""
 
 _DELETE_RECORD = """
 WITH deleted AS (
@@ -149,17 +172,24 @@ WITH deleted AS (
 SELECT (SELECT version FROM deleted), (SELECT version FROM records WHERE kind = $1 AND id = $2)
 """
 
-_APPEND_ROWS = """
+_UNFLUSHED = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
+"""A FROM item making the statement's own transaction commit without waiting for its
+WAL to reach the disk (`SET LOCAL synchronous_commit TO off`, without the round trips
+of a transaction block). For rows and blobs only: nothing references them until a
+record commits after them, in the same write-ahead log, and flushing that commit
+flushes them too. A crash before it loses only data nothing referenced."""
+
+_APPEND_ROWS = f"""
 WITH touched AS (
-    INSERT INTO segments (segment_id, written_at) VALUES ($1, $5)
+    INSERT INTO segments (segment_id, written_at) SELECT $1, $5 FROM {_UNFLUSHED}
     ON CONFLICT (segment_id) DO UPDATE SET written_at = EXCLUDED.written_at)
 INSERT INTO segment_rows (segment_id, position, message_id, data)
 SELECT $1, $2::bigint + n - 1, message_id, data
 FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS r(message_id, data, n)
 """
 
-_PUT_BLOB = """
-INSERT INTO blobs (digest, data, written_at) VALUES ($1, $2, $3)
+_PUT_BLOB = f"""
+INSERT INTO blobs (digest, data, written_at) SELECT $1, $2, $3 FROM {_UNFLUSHED}
 ON CONFLICT (digest) DO UPDATE SET written_at = EXCLUDED.written_at
 """
 
@@ -183,11 +213,20 @@ def _jsonb_text(value: JsonValue) -> str:
     it comes back as the same float. Non-finite floats become null, as in the JSON
     every other store writes.
     """
+    text = json.dumps(value, separators=(",", ":"))
+    # no exponent, infinity or NaN anywhere (strings included): the text reads back as is
+    if "e+" not in text and "Infinity" not in text and "NaN" not in text:
+        return text
+    return _jsonb_text_of_floats(value)
+
+
+def _jsonb_text_of_floats(value: JsonValue) -> str:
+    """`_jsonb_text`, value by value: floats as JSONB reads them back."""
     if isinstance(value, dict):
-        items = (f"{json.dumps(k)}:{_jsonb_text(v)}" for k, v in value.items())
+        items = (f"{json.dumps(k)}:{_jsonb_text_of_floats(v)}" for k, v in value.items())
         return "{" + ",".join(items) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(_jsonb_text(v) for v in value) + "]"
+        return "[" + ",".join(_jsonb_text_of_floats(v) for v in value) + "]"
     if isinstance(value, float):
         if not math.isfinite(value):
             return "null"
@@ -226,12 +265,20 @@ async def _fetch_pair(connection: _Connection, query: str, *args: object) -> tup
     return row[0], row[1]
 
 
-def _conflicting_position(exc: asyncpg.UniqueViolationError, start: int, count: int) -> str:
-    """The position named by a unique violation's detail, else the range attempted."""
-    found = re.search(r", (\d+)\)=?", getattr(exc, "detail", "") or "")
+def _position_taken(exc: asyncpg.UniqueViolationError, writes: Sequence[RowWrite]) -> ConflictError:
+    """The ConflictError naming the segment and position a unique violation reports.
+
+    PostgreSQL's detail reads `Key (segment_id, "position")=(s, 7) already exists.`
+    (segment ids hold no `,`); without it, the range of the first write is named.
+    """
+    found = re.search(r"=\((.+), (\d+)\) already exists", getattr(exc, "detail", "") or "")
     if found:
-        return f"position {found.group(1)} is already written"
-    return f"a position in {start}..{start + count - 1} is already written"
+        where, detail = found.group(1), f"position {found.group(2)} is already written"
+    else:
+        first = writes[0] if writes else RowWrite("?", 0, ())
+        end = first.start + len(first.rows) - 1
+        where, detail = first.segment_id, f"a position in {first.start}..{end} is already written"
+    return ConflictError(f"segment {where!r}", detail=detail)
 
 
 class PostgresStore(StoreBase):
@@ -302,6 +349,8 @@ class PostgresStore(StoreBase):
     # -- connections and schema -------------------------------------------------------
 
     async def _connection_pool(self) -> asyncpg.Pool:
+        if self._pool is not None:  # the usual case: no lock to take
+            return self._pool
         async with self._open_lock:
             if self._pool is None:
                 pool = await asyncpg.create_pool(
@@ -326,18 +375,6 @@ class PostgresStore(StoreBase):
     async def _connection(self) -> AsyncIterator[_Connection]:
         pool = await self._connection_pool()
         async with pool.acquire() as connection:
-            yield connection
-
-    @asynccontextmanager
-    async def _unflushed_transaction(self) -> AsyncIterator[_Connection]:
-        """A transaction whose commit does not wait for its WAL to reach the disk.
-
-        For rows and blobs only: nothing references them until a record commits after
-        them, in the same write-ahead log, and flushing that commit flushes them too.
-        A crash before it loses only data nothing referenced, never a record's target.
-        """
-        async with self._connection() as connection, connection.transaction():
-            await connection.execute("SET LOCAL synchronous_commit TO off")
             yield connection
 
     async def _migrate(self, connection: _Connection) -> None:
@@ -404,25 +441,54 @@ class PostgresStore(StoreBase):
         return None if row is None else self._decode_record(row)
 
     async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
-        data = _jsonb_text(record.data)
-        key = (record.kind, record.id)
+        return await self._do_commit((), record, expected_version=expected_version)
+
+    async def _do_commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        """The rows of every write and the record in one statement: one round trip.
+
+        The rows are inserted only if the record's compare-and-set wrote it, and a row
+        at a position already written fails the whole statement (its own transaction).
+        """
+        segments = list(dict.fromkeys(write.segment_id for write in writes))
+        row_segments: list[str] = []
+        positions: list[int] = []
+        message_ids: list[str] = []
+        data: list[str] = []
+        for segment_id, start, rows in writes:
+            row_segments += [segment_id] * len(rows)
+            positions += range(start, start + len(rows))
+            message_ids += [row.message_id for row in rows]
+            data += [row.data for row in rows]
+        statement = _COMMIT_NEW if expected_version == 0 else _COMMIT_UPDATE
         async with self._connection() as connection:
-            with _refusing_nul(f"{record.kind} {record.id!r}"):
-                if expected_version == 0:
-                    written, stored = await _fetch_pair(
-                        connection, _INSERT_RECORD, *key, record.owner, list(record.tags), data
-                    )
-                else:
+            try:
+                with _refusing_nul(f"{record.kind} {record.id!r} or its rows"):
                     written, stored = await _fetch_pair(
                         connection,
-                        _UPDATE_RECORD,
-                        *key,
+                        statement,
+                        record.kind,
+                        record.id,
                         expected_version,
                         record.owner,
                         list(record.tags),
+                        _jsonb_text(record.data),
+                        segments,
+                        row_segments,
+                        positions,
+                        message_ids,
                         data,
+                        time.time(),
                     )
+            except asyncpg.UniqueViolationError as exc:  # the statement wrote nothing
+                raise _position_taken(exc, writes) from exc
         if written is None:
+            if stored == expected_version:  # the statement waited for the winner's write
+                raise ConflictError(
+                    f"{record.kind} {record.id!r}",
+                    detail=f"expected version {stored}, written meanwhile by another client",
+                )
             raise version_conflict(record.kind, record.id, expected_version, stored or 0)
         return record.model_copy(update={"version": written})
 
@@ -461,16 +527,14 @@ class PostgresStore(StoreBase):
     async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         message_ids = [row.message_id for row in rows]
         data = [row.data for row in rows]
-        async with self._unflushed_transaction() as connection:
+        async with self._connection() as connection:
             try:
                 with _refusing_nul(f"a row of segment {segment_id!r}"):
                     await connection.execute(
                         _APPEND_ROWS, segment_id, start, message_ids, data, time.time()
                     )
             except asyncpg.UniqueViolationError as exc:  # the statement wrote nothing
-                raise ConflictError(
-                    f"segment {segment_id!r}", detail=_conflicting_position(exc, start, len(rows))
-                ) from exc
+                raise _position_taken(exc, [RowWrite(segment_id, start, rows)]) from exc
 
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         async with self._connection() as connection:
@@ -522,7 +586,7 @@ class PostgresStore(StoreBase):
     # -- blobs ------------------------------------------------------------------------
 
     async def _do_put_blob(self, digest: str, data: bytes) -> None:
-        async with self._unflushed_transaction() as connection:
+        async with self._connection() as connection:
             await connection.execute(_PUT_BLOB, digest, bytes(data), time.time())
 
     async def _do_get_blob(self, digest: str) -> bytes | None:
