@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 from urllib.parse import urlencode, urlparse
 
 import anyio
 import asyncpg
 import pytest
+from anyio.abc import SocketAttribute, SocketStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_threads import (
     ChatMessageThread,
+    ConflictError,
     InvalidIdError,
     MemoryStore,
     Message,
     Record,
     Row,
+    RowWrite,
     SchemaVersionError,
     StoreCorruptedError,
     StoreUnavailableError,
@@ -237,6 +241,104 @@ async def test_an_undecodable_record_is_reported_as_corruption(
     await admin.execute(f"UPDATE \"{store.schema}\".records SET data = '[1, 2]'")
     with pytest.raises(StoreCorruptedError, match="k/r"):
         await store.get_record("k", "r")
+
+
+# -- one round trip per write ----------------------------------------------------------------
+
+
+class RecordingProxy:
+    """A loopback TCP proxy to PostgreSQL keeping every byte its clients send."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self._target = target
+        self.sent = bytearray()
+        self.port = 0
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[RecordingProxy]:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        self.port = listener.extra(SocketAttribute.local_port)
+        async with listener, anyio.create_task_group() as group:
+            group.start_soon(listener.serve, self._serve)
+            yield self
+            group.cancel_scope.cancel()
+
+    async def _serve(self, client: SocketStream) -> None:
+        upstream = await anyio.connect_tcp(*self._target)
+        async with client, upstream, anyio.create_task_group() as group:
+            group.start_soon(self._forward, client, upstream, True)
+            await self._forward(upstream, client, False)
+            group.cancel_scope.cancel()
+
+    async def _forward(self, source: SocketStream, sink: SocketStream, record: bool) -> None:
+        with suppress(anyio.BrokenResourceError, anyio.EndOfStream, anyio.ClosedResourceError):
+            async for chunk in source:
+                if record:
+                    self.sent += chunk
+                await sink.send(chunk)
+
+
+def round_trips(sent: bytes) -> int:
+    """How many times a client waited for the server: its Sync and simple Query messages.
+
+    `sent` starts at a message boundary (recorded while the connection was idle): each
+    message is a type byte and a 4-byte length counting itself.
+    """
+    count = offset = 0
+    while offset < len(sent):
+        count += sent[offset : offset + 1] in (b"S", b"Q")
+        offset += 1 + int.from_bytes(sent[offset + 1 : offset + 5], "big")
+    return count
+
+
+async def test_every_write_is_one_round_trip(schema: str) -> None:
+    parsed = urlparse(POSTGRES_DSN)
+    proxy = RecordingProxy((parsed.hostname or "127.0.0.1", parsed.port or 5432))
+    record = Record(kind="thread", id="t", tags=("a",), data={"n": 1})
+    async with proxy.running(), _quick_store(proxy.port, schema) as store:
+        writes = [RowWrite("s", 0, [Row("m0", "{}")]), RowWrite("log", 0, [Row("c0", "{}")])]
+        await store.commit(writes, record, expected_version=0)
+        for version in (1, 2):  # the statements are prepared once per connection
+            await store.commit(
+                [RowWrite("s", version, [Row(f"m{version}", "{}")])],
+                record,
+                expected_version=version,
+            )
+            await store.append_rows("other", version, [Row(f"o{version}", "{}")])
+            await store.put_blob(b"blob %d" % version)
+        last = [RowWrite("s", 3, [Row("m3", "{}")])]
+        measured: dict[str, Callable[[], Awaitable[object]]] = {
+            "commit": lambda: store.commit(last, record, expected_version=3),
+            "put_record": lambda: store.put_record(record, expected_version=4),
+            "append_rows": lambda: store.append_rows("other", 3, [Row("o3", "{}")]),
+            "put_blob": lambda: store.put_blob(b"blob 3"),
+        }
+        trips = {}
+        for name, write in measured.items():
+            proxy.sent.clear()
+            await write()
+            trips[name] = round_trips(bytes(proxy.sent))
+        assert trips == dict.fromkeys(measured, 1)
+        assert await store.read_rows("s", 0, 4) == ["{}"] * 4
+        assert await store.read_rows("log", 0, 1) == ["{}"]
+        stored = await store.get_record("thread", "t")
+        assert stored is not None and stored.version == 5
+
+
+async def test_a_refused_commit_names_the_position_or_the_versions(store: PostgresStore) -> None:
+    await store.put_record(Record(kind="k", id="r"), expected_version=0)
+    await store.append_rows("seg.1:x", 3, [Row("m", "{}")])
+    taken = [RowWrite("a", 0, [Row("q", "{}")]), RowWrite("seg.1:x", 2, [Row("x", "{}")] * 2)]
+    with pytest.raises(ConflictError, match=r"segment 'seg\.1:x'.*position 3 is already written"):
+        await store.commit(taken, Record(kind="k", id="r"), expected_version=1)
+    with pytest.raises(ConflictError, match="expected version 5, stored version 1"):
+        await store.commit(
+            [RowWrite("a", 0, [Row("q", "{}")])], Record(kind="k", id="r"), expected_version=5
+        )
+    with pytest.raises(ConflictError, match="expected version 0, stored version 1"):
+        await store.commit([], Record(kind="k", id="r"), expected_version=0)
+    assert await store.locate_message("q") == [] and await store.locate_message("x") == []
+    assert (await store.list_segments()).keys() == {"seg.1:x"}
 
 
 # -- racing clients ------------------------------------------------------------------------
