@@ -130,7 +130,7 @@ local function hset(key, fields)  -- in slices: unpack() takes a bounded number
     redis.call('HSET', key, unpack(fields, lo, math.min(lo + 999, #fields)))
   end
 end
-local places, messages = {}, {}
+local places, messages, again = {}, {}, {}
 for k, write in ipairs(writes) do
   local fields = {}
   for i = 0, write[3] - 1 do
@@ -139,11 +139,15 @@ for k, write in ipairs(writes) do
     local message = string.sub(value, 1, string.find(value, '\\n', 1, true) - 1)
     local place = write[1] .. '/' .. field
     local known = places[message]
-    if known == nil then
-      known = redis.call('HGET', KEYS[2], message) or false
-      messages[#messages + 1] = message
+    if known == nil and redis.call('HSETNX', KEYS[2], message, place) == 1 then
+      places[message] = place  -- the usual message, in no row yet: indexed at once
+    else  -- in other rows too: its places are written below
+      places[message] = (known or redis.call('HGET', KEYS[2], message)) .. ' ' .. place
+      if not again[message] then
+        again[message] = true
+        messages[#messages + 1] = message
+      end
     end
-    places[message] = known and (known .. ' ' .. place) or place
     fields[#fields + 1] = field
     fields[#fields + 1] = value
   end
@@ -178,7 +182,9 @@ if (old[2] or '') ~= owner or (old[3] or '') ~= joined then  -- move it between 
   end
 end
 redis.call('HSET', record, 'version', stored + 1, 'doc', doc, 'owner', owner, 'tags', joined)
-redis.call('ZADD', base .. 'records', 0, member)
+if stored == 0 then
+  redis.call('ZADD', base .. 'records', 0, member)
+end
 return {1, stored + 1}
 """
 

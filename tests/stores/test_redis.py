@@ -123,6 +123,21 @@ async def test_deleting_a_segment_keeps_a_message_s_other_places(
     assert await admin.hget("{" + store.prefix + "}:messages", "m") == "s2/7"
 
 
+async def test_a_message_in_several_rows_of_one_commit_is_indexed_at_each(
+    store: RedisStore, admin: redis.Redis
+) -> None:
+    await store.append_rows("s", 0, [Row("m", "{}"), Row("m", "{}"), Row("n", "{}")])
+    writes = [
+        RowWrite("t", 0, [Row("m", "{}")]),
+        RowWrite("u", 5, [Row("m", "{}"), Row("k", "{}")]),
+    ]
+    await store.commit(writes, Record(kind="k", id="r"), expected_version=0)
+    assert await store.locate_message("m") == [("s", 0), ("s", 1), ("t", 0), ("u", 5)]
+    assert await store.locate_message("n") == [("s", 2)]
+    assert await store.locate_message("k") == [("u", 6)]
+    assert await admin.hget("{" + store.prefix + "}:messages", "m") == "s/0 s/1 t/0 u/5"
+
+
 async def test_retagging_a_record_moves_it_between_tag_indexes(store: RedisStore) -> None:
     first = await store.put_record(Record(kind="k", id="r", tags=("old",)), expected_version=0)
     await store.put_record(Record(kind="k", id="r", tags=("new",)), expected_version=first.version)
