@@ -18,7 +18,7 @@ import typer
 from agent_threads.cli.errors import BAD_INPUT, CommandError, naming, reported
 from agent_threads.cli.options import StoreOption
 from agent_threads.cli.render import console, print_json, progress_bar
-from agent_threads.cli.runner import DebugOption, JsonOption, on_store
+from agent_threads.cli.runner import DebugOption, JsonOption, on_store, opened
 from agent_threads.cli.threads import ThreadId, heads, load_thread, summaries_table, with_head
 from agent_threads.core.ids import new_id, validate_id
 from agent_threads.stores.base import ThreadStore
@@ -98,6 +98,7 @@ def import_command(
 ) -> None:
     """Import threads from export files; each keeps its id unless --as gives another."""
     with reported(store=store, debug=debug):
+        opened(store, existing=False)  # a bad URL is told before any file is read
         if as_id is not None and len(files) != 1:
             raise CommandError("--as names the id of one thread: give one file", code=BAD_INPUT)
         documents = [(name, _read_document(name)) for name in files]

@@ -51,7 +51,12 @@ class _Bars:
 
 
 async def _copy(
-    source_url: str, target_url: str, thread_ids: list[str] | None, *, quiet: bool
+    source_url: str,
+    target_url: str,
+    thread_ids: list[str] | None,
+    *,
+    replace: bool,
+    quiet: bool,
 ) -> tuple[CopyPlan, CopyReport, list[ThreadCheck]]:
     source = opened(source_url, existing=True)
     target = opened(target_url, existing=False)
@@ -59,7 +64,7 @@ async def _copy(
         plan = await plan_copy(source, thread_ids=thread_ids)
         with progress_bar(quiet=quiet) as bar:
             tell = _Bars(bar, plan)
-            report = await plan.run(source, target, progress=tell)
+            report = await plan.run(source, target, progress=tell, replace=replace)
             checks = []
             for thread_id in plan.thread_ids:
                 checks += await verify_copy(source, target, [thread_id])
@@ -108,7 +113,8 @@ def _print_copy(report: CopyReport, checks: list[ThreadCheck]) -> None:
     )
     for conflict in report.conflicts:
         out.print(
-            f"[red]conflict[/red]: the target holds {conflict} with other content: left as is"
+            f"[red]conflict[/red]: the target holds {conflict} with other content:"
+            " left as is (--replace replaces it)"
         )
     bad = [c for c in checks if not c.ok]
     if bad:
@@ -131,6 +137,12 @@ def copy(
             " repeatable. Default: the whole store.",
         ),
     ] = [],  # noqa: B006 - typer reads the default, never changes it
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="Replace the target's threads that differ (default: report them)."
+        ),
+    ] = False,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -138,11 +150,13 @@ def copy(
 
     Ids are kept, and so is the sharing of messages between forks. Run it again to
     resume a copy that stopped: what is there already is skipped. A thread the target
-    holds with other content is left alone and reported (exit code 1).
+    holds with other content is left alone and reported (exit code 1), unless --replace.
     """
     with reported(debug=debug):
         _, report, checks = anyio.run(
-            functools.partial(_copy, source, target, thread or None, quiet=json_output)
+            functools.partial(
+                _copy, source, target, thread or None, replace=replace, quiet=json_output
+            )
         )
         if json_output:
             print_json(_copy_json(source, target, report, checks))

@@ -114,9 +114,18 @@ class CopyPlan:
         return sum(s.end - s.start for s in self.spans)
 
     async def run(
-        self, source: ThreadStore, target: ThreadStore, *, progress: Progress | None = None
+        self,
+        source: ThreadStore,
+        target: ThreadStore,
+        *,
+        progress: Progress | None = None,
+        replace: bool = False,
     ) -> CopyReport:
         """Write the plan into `target`: blobs, then rows, then records.
+
+        A record the target holds with other content (the source moved on since an
+        earlier copy, or the target's thread was written to) is a conflict, left as it
+        is, unless `replace`: then the source's record replaces it.
 
         Raises:
             StoreCorruptedError: the source lost a row or blob the plan names.
@@ -127,7 +136,7 @@ class CopyPlan:
         await _copy_blobs(source, target, self.blobs, report, tell)
         for span in self.spans:
             await _copy_span(source, target, span, report, tell)
-        await _copy_records(target, self.records, report, tell)
+        await _copy_records(target, self.records, report, tell, replace=replace)
         return report
 
 
@@ -351,22 +360,27 @@ def _row_id(text: str, where: str) -> str:
 
 
 async def _copy_records(
-    target: ThreadStore, records: Iterable[Record], report: CopyReport, tell: Progress
+    target: ThreadStore,
+    records: Iterable[Record],
+    report: CopyReport,
+    tell: Progress,
+    *,
+    replace: bool,
 ) -> None:
     held = {(r.kind, r.id): r for r in await target.list_records()}
     for record in records:
         existing = held.get((record.kind, record.id))
-        if existing is None:
+        if existing is not None and _same_record(existing, record):
+            report.records_skipped += 1
+        elif existing is None or replace:
             try:
-                await target.put_record(_fresh(record), expected_version=0)
+                version = 0 if existing is None else existing.version
+                await target.put_record(_fresh(record), expected_version=version)
                 report.records_copied += 1
-            except ConflictError:  # written meanwhile: compare with what won
-                existing = await target.get_record(record.kind, record.id)
-        if existing is not None:
-            if _same_record(existing, record):
-                report.records_skipped += 1
-            else:
+            except ConflictError:  # written meanwhile: left to the next run
                 report.conflicts.append(f"{record.kind} {record.id!r}")
+        else:
+            report.conflicts.append(f"{record.kind} {record.id!r}")
         tell("records", 1)
 
 
