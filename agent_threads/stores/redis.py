@@ -40,6 +40,7 @@ or record would surface as StoreCorruptedError or a missing thread).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -93,24 +94,29 @@ _COMMIT = """
 -- record's compare-and-set (put_record); either part may be absent.
 -- KEYS[1] segments zset, KEYS[2] messages hash, KEYS[2 + k] the hash of the k-th
 -- write's segment, KEYS[3 + writes] the record hash (only with a record).
--- ARGV: base, now, how many writes; for each write its segment id, start, how many
--- rows, then their values "<message id>\\n<row JSON>"; then, with a record: K/I,
--- expected version, doc, owner or '', tags...
+-- ARGV[1] the other arguments, each ended by a newline (none holds one): base, now,
+-- how many writes, each write's segment id, start and how many rows, then, with a
+-- record, K/I, expected version, owner or '' and tags. ARGV[2] the record's doc (''
+-- without one), then the rows' values "<message id>\\n<row JSON>", write after write.
 -- Returns {1, version stored} when written (0 without a record), or, with nothing
 -- written, {0, version stored} when the record moved on or {-1, segment id,
 -- position} when a position is already written.
-local base, now = ARGV[1], ARGV[2]
-local writes, at = {}, 4
-for k = 1, tonumber(ARGV[3]) do
-  writes[k] = {ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), at + 3}
-  at = at + 3 + writes[k][3]
+local head = {}
+for item in string.gmatch(ARGV[1], '([^\\n]*)\\n') do
+  head[#head + 1] = item
+end
+local base, now = head[1], head[2]
+local writes, at, row = {}, 4, 3
+for k = 1, tonumber(head[3]) do  -- {segment id, start, how many rows, first row's ARGV}
+  writes[k] = {head[at], tonumber(head[at + 1]), tonumber(head[at + 2]), row}
+  at, row = at + 3, row + writes[k][3]
 end
 local record = KEYS[3 + #writes]
 local old, stored
 if record then
   old = redis.call('HMGET', record, 'version', 'owner', 'tags')
   stored = tonumber(old[1] or '0')
-  if stored ~= tonumber(ARGV[at + 1]) then
+  if stored ~= tonumber(head[at + 1]) then
     return {0, stored}
   end
 end
@@ -163,9 +169,9 @@ hset(KEYS[2], index)
 if not record then
   return {1, 0}
 end
-local member, doc, owner = ARGV[at], ARGV[at + 2], ARGV[at + 3]
+local member, doc, owner = head[at], ARGV[2], head[at + 2]
 local tags = {}
-for i = at + 4, #ARGV do tags[#tags + 1] = ARGV[i] end
+for i = at + 3, #head do tags[#tags + 1] = head[i] end
 local joined = table.concat(tags, '\\n')
 if (old[2] or '') ~= owner or (old[3] or '') ~= joined then  -- move it between indexes
   if old[2] and old[2] ~= '' then
@@ -297,6 +303,19 @@ return missing
 """
 
 
+_SCRIPTS = {
+    "commit": _COMMIT,
+    "delete_record": _DELETE_RECORD,
+    "list_records": _LIST_RECORDS,
+    "delete_segment": _DELETE_SEGMENT,
+    "delete_blobs": _DELETE_BLOBS,
+    "mark_written": _MARK_WRITTEN,
+}
+"""Every script, by name; each runs by its digest in `_DIGESTS` (see `RedisStore._run`)."""
+
+_DIGESTS = {name: hashlib.sha1(source.encode()).hexdigest() for name, source in _SCRIPTS.items()}
+
+
 _DRIVER_ERRORS = (
     # a refused password or command is a setting to fix, not an outage
     ErrorRule((redis_errors.AuthenticationError, redis_errors.AuthorizationError), None),
@@ -370,7 +389,6 @@ class RedisStore(StoreBase):
         self._messages_key = self._key("messages")
         self._anywhere = f"Redis keys {self.key_pattern!r}"
         self._client: redis.Redis | None = None
-        self._scripts: dict[str, Any] = {}
         self._connect_lock = anyio.Lock()
 
     @property
@@ -411,24 +429,22 @@ class RedisStore(StoreBase):
                     # that the server closed while idle, so the next call would fail
                     protocol=2,
                 )
-                self._scripts = {
-                    name: client.register_script(source)
-                    for name, source in [
-                        ("commit", _COMMIT),
-                        ("delete_record", _DELETE_RECORD),
-                        ("list_records", _LIST_RECORDS),
-                        ("delete_segment", _DELETE_SEGMENT),
-                        ("delete_blobs", _DELETE_BLOBS),
-                        ("mark_written", _MARK_WRITTEN),
-                    ]
-                }
                 self._client = client
             return self._client
 
     async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        if self._client is None:
-            await self._connection()
-        return await self._scripts[script](keys=keys, args=args)
+        """Run one of `_SCRIPTS` by its digest (EVALSHA), loading it first if need be.
+
+        The server may have forgotten it (restarted, SCRIPT FLUSH): then it is loaded
+        and run again, as a script that is not loaded runs nothing.
+        """
+        client = self._client or await self._connection()
+        digest = _DIGESTS[script]
+        try:
+            return await client.evalsha(digest, len(keys), *keys, *args)
+        except redis_errors.NoScriptError:
+            await client.script_load(_SCRIPTS[script])
+            return await client.evalsha(digest, len(keys), *keys, *args)
 
     # -- records ----------------------------------------------------------------------
 
@@ -469,18 +485,22 @@ class RedisStore(StoreBase):
                 position is already written; nothing is written then.
         """
         keys = [self._segments_key, self._messages_key]
-        args: list[Any] = [self._base, repr(time.time()), len(writes)]
+        head = [self._base, repr(time.time()), str(len(writes))]
+        values: list[str] = []
         for segment_id, start, rows in writes:
             keys.append(self._key("segment", segment_id))
-            args += [segment_id, start, len(rows)]
-            args += [f"{row.message_id}\n{row.data}" for row in rows]
+            head += [segment_id, str(start), str(len(rows))]
+            values += [f"{row.message_id}\n{row.data}" for row in rows]
         if record is None:
+            doc = ""
             where = f"Redis key {keys[-1]!r}" if len(writes) == 1 else self._anywhere
         else:
             keys.append(self._record_key(record.kind, record.id))
-            args += [f"{record.kind}/{record.id}", expected_version, record.model_dump_json()]
-            args += [record.owner or "", *record.tags]
+            head += [f"{record.kind}/{record.id}", str(expected_version), record.owner or ""]
+            head += record.tags
+            doc = record.model_dump_json()
             where = f"Redis key {keys[-1]!r}" if not writes else self._anywhere
+        args = ["\n".join(head) + "\n", doc, *values]  # ids and tags hold no newline
         with _foreign_keys_are_corruption(where):
             outcome = await self._run("commit", keys, args)
         if outcome[0] == 1:
