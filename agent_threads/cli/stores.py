@@ -61,8 +61,10 @@ async def _copy(
     source = opened(source_url, existing=True)
     target = opened(target_url, existing=False)
     async with source, target:
-        plan = await plan_copy(source, thread_ids=thread_ids)
         with progress_bar(quiet=quiet) as bar:
+            reading = bar.add_task("reading the source", total=None)
+            plan = await plan_copy(source, thread_ids=thread_ids)
+            bar.update(reading, total=1, completed=1)
             tell = _Bars(bar, plan)
             report = await plan.run(source, target, progress=tell, replace=replace)
             checks = []
