@@ -62,6 +62,7 @@ def table(*columns: str, title: str | None = None) -> Table:
             justify="right" if name in _NUMBERS else "left",
             overflow="fold",  # nothing is cut short: a long word folds onto the next line
             min_width=8 if name in _WHOLE else None,
+            no_wrap=name in _WHOLE,  # ids are the last to be narrowed
         )
     return made
 
