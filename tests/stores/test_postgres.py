@@ -341,6 +341,27 @@ async def test_a_refused_commit_names_the_position_or_the_versions(store: Postgr
     assert (await store.list_segments()).keys() == {"seg.1:x"}
 
 
+async def test_an_operation_cancelled_mid_statement_leaves_its_connection_to_no_one(
+    schema: str, admin: asyncpg.Connection
+) -> None:
+    async with PostgresStore(POSTGRES_DSN, schema=schema, max_size=1) as store:
+        first = await store.put_record(Record(kind="k", id="r"), expected_version=0)
+        locker = await asyncpg.connect(POSTGRES_DSN)
+        try:
+            async with locker.transaction():
+                await locker.execute(
+                    f'SELECT 1 FROM "{schema}".records WHERE id = $1 FOR UPDATE', "r"
+                )
+                with anyio.move_on_after(0.3) as waited:  # waits for the row lock, cancelled
+                    await store.put_record(Record(kind="k", id="r"), expected_version=1)
+                assert waited.cancelled_caught
+        finally:
+            await locker.close()
+        assert await store.get_record("k", "r") == first  # the only connection: a new one
+        second = await store.put_record(Record(kind="k", id="r"), expected_version=1)
+        assert second.version == 2
+
+
 # -- racing clients ------------------------------------------------------------------------
 
 
