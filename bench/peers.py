@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import random
-import socket
 import sqlite3
 import statistics
 import sys
@@ -37,7 +36,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
-from urllib.parse import urlparse
 
 import aiosqlite
 import anyio
@@ -54,9 +52,12 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability
 from pydantic import TypeAdapter
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: find bench/
+
 from agent_threads import ChatMessageThread, Message, SQLiteStore, Usage
 from agent_threads.stores.postgres import PostgresStore
 from agent_threads.stores.redis import RedisStore
+from bench.stores import reachable
 
 ROUNDS = 21
 SINGLE_CALLS = 50
@@ -251,18 +252,8 @@ async def _round(
 # -- the servers ------------------------------------------------------------------------
 
 
-def _reachable(url: str, default_port: int) -> bool:
-    parsed = urlparse(url)
-    address = (parsed.hostname or "127.0.0.1", parsed.port or default_port)
-    try:
-        with socket.create_connection(address, 1.0):
-            return True
-    except OSError:
-        return False
-
-
-HAS_REDIS = _reachable(REDIS_URL, 6379)
-HAS_POSTGRES = _reachable(POSTGRES_DSN, 5432)
+HAS_REDIS = reachable(REDIS_URL, 6379)
+HAS_POSTGRES = reachable(POSTGRES_DSN, 5432)
 _NAMESPACE = "bench_peers_" + hashlib.sha256(str(os.getpid()).encode()).hexdigest()[:12]
 
 

@@ -111,7 +111,8 @@ def _namespace(directory: Path) -> str:
     return "bench_" + hashlib.sha256(str(directory).encode()).hexdigest()[:16]
 
 
-def _reachable(url: str, default_port: int) -> bool:
+def reachable(url: str, default_port: int) -> bool:
+    """Whether a server answers at `url` (its port, else `default_port`) within a second."""
     parsed = urlparse(url)
     address = (parsed.hostname or "127.0.0.1", parsed.port or default_port)
     try:
@@ -196,7 +197,7 @@ SERVER_STORES = [
     ),
 ]
 for _url, _port, _bench in SERVER_STORES:
-    if _reachable(_url, _port):
+    if reachable(_url, _port):
         STORES.append(_bench)
     else:
         print(f"skipping {_bench.name}: no server at {_url}", file=sys.stderr)
