@@ -21,6 +21,7 @@ LAYERS = {
     "timetravel": 4,
     "threads": 5,
     "workflows": 6,
+    "integrations": 6,
     "server": 7,
     "cli": 8,
 }

@@ -1,0 +1,7 @@
+"""Adapters that plug threads into agent frameworks, each behind its own extra.
+
+- `integrations.openai_agents`: `ThreadSession`, the OpenAI Agents SDK's `Session` on a
+  thread (`pip install 'agent-threads-framework[openai-agents]'`).
+
+Nothing here is imported by `agent_threads` itself: import the module you use.
+"""
