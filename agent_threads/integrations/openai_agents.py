@@ -14,6 +14,11 @@ holds the item as `formats.openai_responses` reads it, and its metadata under
 the format cannot read it. Messages appended to the thread by other means are given as
 the Responses items `formats.openai_responses.to_items` writes for them.
 
+Token usage: the Runner passes its `RunContextWrapper` to sessions whose methods take a
+`wrapper` keyword, as these do; `add_items` puts the tokens the run spent since its last
+write on the last assistant message written, so the thread's stats add up the run's
+`usage` (items themselves carry none).
+
 Limits follow the SDK's `SQLiteSession`: `get_items(limit=N)` gives the newest N items in
 order, `limit=None` the session's `session_settings.limit` (None: all), 0 none, and a
 negative limit all of them.
@@ -38,7 +43,7 @@ from agent_threads.errors import (
     ThreadNotFoundError,
 )
 from agent_threads.formats import openai_responses
-from agent_threads.messages import Message
+from agent_threads.messages import Message, Usage
 from agent_threads.stores.base import ThreadStore
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.timetravel.checkpoint import Checkpoint
@@ -50,6 +55,7 @@ try:
         coerce_session_settings,
         resolve_session_limit,
     )
+    from agents.run_context import RunContextWrapper
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "agent_threads.integrations.openai_agents needs the OpenAI Agents SDK:"
@@ -145,6 +151,33 @@ def _patched(written: Mapping[str, Any], difference: Mapping[str, Any]) -> Item:
         item["content"] = _only_text(written)
     item.update(difference.get("set") or {})
     return item
+
+
+_CHARGED = "_agent_threads_charged_usage"
+"""The attribute of a run's `RunContextWrapper` holding the tokens already written."""
+
+
+def _charge(
+    messages: list[Message], wrapper: RunContextWrapper[Any]
+) -> tuple[list[Message], tuple[int, int]] | None:
+    """The messages with the run's tokens not yet written on the last assistant one.
+
+    Returns them with the run's totals to record as written; None when no tokens are
+    due or no assistant message is there to carry them (they wait for the next write).
+    """
+    usage = wrapper.usage
+    totals = (usage.input_tokens, usage.output_tokens)
+    before = getattr(wrapper, _CHARGED, (0, 0))
+    spent = (totals[0] - before[0], totals[1] - before[1])
+    replies = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    if not replies or spent == (0, 0) or min(spent) < 0:
+        return None
+    with_contents = [i for i in replies if messages[i].contents]
+    target = (with_contents or replies)[-1]
+    charged = list(messages)
+    cost = Usage(input_tokens=spent[0], output_tokens=spent[1])
+    charged[target] = Message.model_validate({**messages[target].model_dump(), "usage": cost})
+    return charged, totals
 
 
 def _items(messages: Sequence[Message]) -> list[TResponseInputItem]:
@@ -289,7 +322,9 @@ class ThreadSession:
 
     # -- the Session protocol ---------------------------------------------------------
 
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> list[TResponseInputItem]:
         """The session's items, oldest first: the newest `limit` ones if given.
 
         `limit=None` takes `session_settings.limit` (None: every item); 0 gives none and
@@ -307,8 +342,14 @@ class ThreadSession:
                 return _items(await thread.get_messages())
             return _items(await thread.get_messages(-wanted))[-wanted:]
 
-    async def add_items(self, items: list[TResponseInputItem]) -> None:
+    async def add_items(
+        self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> None:
         """Append the items, one message each, in one store write (all of them or none).
+
+        Given the run's `wrapper` (the Runner passes it), the tokens the run spent since
+        its last write go to the last assistant message written, as its `usage`, so the
+        thread's stats count them once.
 
         Raises:
             InvalidValueError: an item is not a dict or holds what cannot be stored (not
@@ -317,6 +358,9 @@ class ThreadSession:
         if not items:
             return
         messages = [item_message(cast(Mapping[str, Any], item)) for item in items]
+        charged = None if wrapper is None else _charge(messages, wrapper)
+        if charged is not None:
+            messages = charged[0]
         async with self._turn():
             thread = await self._thread_or_new()
             try:
@@ -324,8 +368,12 @@ class ThreadSession:
             except ThreadNotFoundError:  # deleted since it was read: start it again
                 self._thread = None
                 await (await self._thread_or_new()).on_new_messages(messages)
+        if charged is not None:
+            setattr(wrapper, _CHARGED, charged[1])
 
-    async def pop_item(self) -> TResponseInputItem | None:
+    async def pop_item(
+        self, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> TResponseInputItem | None:
         """Remove the newest item and return it (None: the session is empty).
 
         Pops the thread's last message (`ChatMessageThread.pop`: the old head stays
@@ -337,7 +385,7 @@ class ThreadSession:
             message = None if thread is None else await thread.pop()
         return None if message is None else cast(TResponseInputItem, message_items(message)[-1])
 
-    async def clear_session(self) -> None:
+    async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Remove every item (`ChatMessageThread.clear`: a "before-clear" checkpoint keeps them)."""
         async with self._turn():
             thread = await self._stored()

@@ -17,12 +17,18 @@ from agents import (
     Session,
     SessionSettings,
     TResponseInputItem,
+    Usage,
+    function_tool,
     set_tracing_disabled,
 )
 from agents.testing import ScriptedModel
 from hypothesis import given
 from hypothesis import strategies as st
-from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 
 from agent_threads import (
     ChatMessageThread,
@@ -62,6 +68,12 @@ def said(text: str) -> ResponseOutputMessage:
         role="assistant",
         content=[ResponseOutputText(text=text, type="output_text", annotations=[], logprobs=[])],
         status="completed",
+    )
+
+
+def get_function_tool_call(name: str, arguments: str) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(
+        id="1", call_id="2", type="function_call", name=name, arguments=arguments
     )
 
 
@@ -346,3 +358,40 @@ def test_importing_without_the_sdk_names_the_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert "pip install 'agent-threads-framework[openai-agents]'" in done.stdout
+
+
+async def test_the_runs_token_usage_reaches_the_thread_stats(store: ThreadStore) -> None:
+    model = ScriptedModel(default_usage=Usage(requests=1, input_tokens=30, output_tokens=7))
+    agent = Agent(name="guide", model=model)
+    session = ThreadSession("usage", store=store)
+    model.enqueue([said("One.")])
+    await Runner.run(agent, "First?", session=session)
+    model.enqueue([said("Two.")])
+    await Runner.run(agent, "Second?", session=session)
+    thread = await session.get_thread()
+    stats = thread.stats
+    assert (stats.message_count, stats.input_tokens, stats.output_tokens) == (4, 60, 14)
+    messages = await thread.get_messages()
+    assert [m.usage.output_tokens if m.usage else None for m in messages] == [None, 7, None, 7]
+    assert contents(await session.get_items())[::2] == ["First?", "Second?"]  # items unchanged
+
+
+async def test_a_turn_with_a_tool_call_charges_each_model_call_once(store: ThreadStore) -> None:
+    @function_tool
+    def lookup(city: str) -> str:
+        return f"{city}: sunny"
+
+    model = ScriptedModel(default_usage=Usage(requests=1, input_tokens=10, output_tokens=2))
+    agent = Agent(name="guide", model=model, tools=[lookup])
+    session = ThreadSession("tools", store=store)
+    model.enqueue([get_function_tool_call("lookup", '{"city": "Oslo"}')])
+    model.enqueue([said("Sunny in Oslo.")])
+    await Runner.run(agent, "Weather in Oslo?", session=session)
+    thread = await session.get_thread()
+    assert (thread.stats.input_tokens, thread.stats.output_tokens) == (20, 4)
+    assert [cast(dict[str, Any], i).get("type") for i in await session.get_items()] == [
+        None,
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
