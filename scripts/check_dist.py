@@ -116,6 +116,7 @@ def main() -> None:
         probe = [ROOT / "scripts" / "dist_probe.py", info["Version"], *NEIGHBOURS.values()]
         run(python, "-I", *probe, cwd=here)  # -I: neither the script's folder nor PYTHONPATH
         run(python, "-I", ROOT / "samples" / "quickstart.py", cwd=here)
+        run(python.parent / "agent-threads", "--help", cwd=here)  # the console script
     beside = ", ".join(NEIGHBOURS)
     print(f"dist ok: {wheel.name} [{','.join(extras)}] installs and runs beside {beside}")
     print(f"make dist took {time.monotonic() - started:.0f} s")
