@@ -2,6 +2,8 @@
 
 - `integrations.openai_agents`: `ThreadSession`, the OpenAI Agents SDK's `Session` on a
   thread (`pip install 'agent-threads-framework[openai-agents]'`).
+- `integrations.langgraph`: `ThreadSaver`, a LangGraph checkpointer storing a graph's
+  messages as thread appends (`pip install 'agent-threads-framework[langgraph]'`).
 
 Nothing here is imported by `agent_threads` itself: import the module you use.
 """
