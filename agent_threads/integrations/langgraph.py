@@ -40,6 +40,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import ExitStack
+from datetime import datetime
 from typing import Any, cast
 
 import anyio
@@ -205,6 +206,7 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         self.store = store
         self.messages_channel = messages_channel
         self._docs: dict[str, dict[str, Any]] = {}
+        self._entry_cache: dict[str, tuple[tuple[datetime, int], dict[str, dict[str, Any]]]] = {}
         self._lock = anyio.Lock()
         self._portal: BlockingPortal | None = None
         self._exits = ExitStack()
@@ -334,13 +336,8 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                 metadata={_META_KEY: {"thread_id": thread_id, "ns": ns}},
                 lazy=True,
             )
-            await thread.refresh()
-            parent: dict[str, Any] | None = None
-            if parent_id is not None:
-                for cid, entry in await self._entries(thread):
-                    if cid == parent_id:
-                        parent = entry
-                        break
+            entries = dict(await self._entries(thread))
+            parent = entries.get(parent_id) if parent_id is not None else None
             channels, messages_entry = await self._store_channels(
                 thread, checkpoint, new_versions, parent
             )
@@ -356,7 +353,10 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                 new_entry["parent"] = parent_id
             if messages_entry is not None:
                 new_entry["messages"] = messages_entry
+            before = (thread.created_at, thread.version)
             await thread.checkpoint(_label(checkpoint["id"]), metadata={_META_KEY: new_entry})
+            if thread.version == before[1] + 1:  # nobody else wrote meanwhile
+                self._remember(thread, {**entries, checkpoint["id"]: new_entry})
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -501,14 +501,29 @@ class ThreadSaver(BaseCheckpointSaver[str]):
     async def _entries(
         self, thread: ChatMessageThread
     ) -> builtins.list[tuple[str, dict[str, Any]]]:
-        """The thread's LangGraph checkpoints, newest id first (the last put of an id wins)."""
-        latest: dict[str, dict[str, Any]] = {}
-        checkpoints: Sequence[ThreadCheckpoint] = await thread.checkpoints()
-        for cp in checkpoints:
-            entry = cp.metadata.get(_META_KEY)
-            if isinstance(entry, dict):
-                latest[str(entry["id"])] = cast(dict[str, Any], entry)
+        """The thread's LangGraph checkpoints, newest id first (the last put of an id wins).
+
+        Kept for the thread's record version: the log is read again only when the thread
+        changed since (by another saver or process).
+        """
+        key = (thread.created_at, thread.version)
+        cached = self._entry_cache.get(thread.id)
+        if cached is not None and cached[0] == key:
+            latest = cached[1]
+        else:
+            latest = {}
+            checkpoints: Sequence[ThreadCheckpoint] = await thread.checkpoints()
+            for cp in checkpoints:
+                entry = cp.metadata.get(_META_KEY)
+                if isinstance(entry, dict):
+                    latest[str(entry["id"])] = cast(dict[str, Any], entry)
+            self._remember(thread, latest)
         return sorted(latest.items(), key=lambda item: item[0], reverse=True)
+
+    def _remember(self, thread: ChatMessageThread, entries: dict[str, dict[str, Any]]) -> None:
+        if len(self._entry_cache) > 256:
+            self._entry_cache.clear()
+        self._entry_cache[thread.id] = ((thread.created_at, thread.version), entries)
 
     async def _tuple(
         self,

@@ -192,3 +192,15 @@ def test_without_langgraph_the_import_names_the_extra(monkeypatch: pytest.Monkey
     monkeypatch.delitem(sys.modules, "agent_threads.integrations.langgraph")
     with pytest.raises(ImportError, match=r"agent-threads-framework\[langgraph\]"):
         importlib.import_module("agent_threads.integrations.langgraph")
+
+
+async def test_two_savers_on_one_store_see_each_others_turns() -> None:
+    async with MemoryStore() as store:
+        first, second = _graph(ThreadSaver(store)), _graph(ThreadSaver(store))
+        for n in range(4):
+            graph = first if n % 2 == 0 else second
+            await graph.ainvoke({"messages": [HumanMessage(f"q{n}")]}, _config("two"))
+        for graph in (first, second):
+            state = await graph.aget_state(_config("two"))
+            assert _texts(state.values["messages"])[::2] == ["q0", "q1", "q2", "q3"]
+            assert len([s async for s in graph.aget_state_history(_config("two"))]) == 12
