@@ -21,6 +21,7 @@ from agent_threads.server.api import ROUTERS
 from agent_threads.server.auth import API_KEYS_ENV, Tenants, api_keys_from_env, parse_api_keys
 from agent_threads.server.errors import install_error_handlers
 from agent_threads.server.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimit, RequestLog
+from agent_threads.server.ui import router as inspector_router
 from agent_threads.server.v1 import install_v1
 from agent_threads.stores.base import ThreadStore
 from agent_threads.stores.urls import DEFAULT_STORE_URL, STORE_URL_ENV, open_store
@@ -72,6 +73,7 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     install_v1(app)  # the OpenAI-compatible /v1, inside the body limit
+    app.include_router(inspector_router)  # the web inspector at /ui, over /api
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,
