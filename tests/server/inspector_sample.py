@@ -7,12 +7,52 @@ paused on an interrupt.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
 
 from agent_threads import ChatMessageThread, Message, ThreadStore
 from agent_threads.messages import ThinkingPart, Usage, tool_call
 from agent_threads.workflows import StepContext, Workflow, step
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+"""How the tests and the screenshots start Debian's Chromium (no network, no sandbox)."""
+
+
+@contextmanager
+def serving(app: FastAPI) -> Iterator[str]:
+    """uvicorn serving `app` on a free loopback port in a thread: its base URL."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 @dataclass(frozen=True)

@@ -7,32 +7,21 @@ AGENT_THREADS_REQUIRE_SERVICES=1: then they fail.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agent_threads import SQLiteStore
 from agent_threads.server import create_app
-from tests.server.inspector_sample import Sample, build_sample
+from agent_threads.stores.tenant import TenantStore
+from tests.server.inspector_sample import CHROMIUM_ARGS, Sample, build_sample, serving
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 REQUIRED = os.environ.get("AGENT_THREADS_REQUIRE_SERVICES") == "1"
 
 
@@ -58,19 +47,8 @@ def sample_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
 
     sample = anyio.run(fill)
     app = create_app(SQLiteStore(path), manage_store=True, events_poll_interval=0.05)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}", sample
-    server.should_exit = True
-    thread.join(10)
+    with serving(app) as base:
+        yield base, sample
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +167,27 @@ def test_a_workflow_run(page: Page, sample_server: tuple[str, Sample]) -> None:
     expect(page.locator(".agent-column")).to_have_count(3)
     expect(page.locator(".agent-column[data-key=draft]")).to_contain_text("A draft of the")
     page.screenshot(path=str(Path(os.environ.get("TMPDIR", "/tmp")) / "inspector-run.png"))
+
+
+def test_with_keys_the_page_asks_for_one(browser: Browser, tmp_path: Path) -> None:
+    async def fill() -> Sample:
+        async with SQLiteStore(tmp_path / "keys.db") as store:
+            return await build_sample(TenantStore(store, "acme"))
+
+    with ThreadPoolExecutor(1) as worker:  # Playwright's loop runs in this thread
+        worker.submit(anyio.run, fill).result()
+    app = create_app(SQLiteStore(tmp_path / "keys.db"), api_keys=["acme:k1"], manage_store=True)
+    with serving(app) as base:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{base}/ui")
+        expect(page.locator("#key-form")).to_be_visible()
+        page.fill("#key-input", "wrong")
+        page.click("#key-form button")
+        expect(page.locator("#key-form")).to_be_visible()
+        page.fill("#key-input", "k1")
+        page.click("#key-form button")
+        expect(page.locator("#threads tbody tr")).to_have_count(5)
+        page.click("text=Trip to Lisbon >> nth=0")
+        expect(page.locator("#messages .message").first).to_be_visible()
+        context.close()
