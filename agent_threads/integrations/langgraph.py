@@ -16,7 +16,11 @@
   the rest (LangGraph's checkpoint without its values, its metadata, and the channel
   blob digests). `get_state_history`, `update_state` on an old checkpoint (a fork) and
   resuming from it work as with LangGraph's own savers;
-- pending writes are one store record per checkpoint.
+- pending writes are one store record per checkpoint;
+- `copy_thread` puts the checkpoints again, oldest first (the copy's messages are stored
+  once too); `prune(strategy="keep_latest")` and `delete_for_runs` hide checkpoints
+  behind a later thread checkpoint marking them deleted (like a thread's pop, nothing is
+  erased: the messages stay in the thread's log); `delete_thread` deletes the threads.
 
 Values are serialized by LangGraph's serde (`JsonPlusSerializer` without its pickle
 fallback); messages are kept as `agent_threads.Message` (role and text) with the
@@ -266,6 +270,15 @@ class ThreadSaver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         self._portal_for_sync().call(self.adelete_thread, thread_id)
 
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._portal_for_sync().call(self.adelete_for_runs, run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._portal_for_sync().call(self.acopy_thread, source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._portal_for_sync().call(lambda: self.aprune(thread_ids, strategy=strategy))
+
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions as LangGraph's own savers write them: a zero-padded counter and a tie."""
         if current is None:
@@ -421,6 +434,90 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                     await self.store.delete_record(_WRITES_KIND, record.id)
                 await thread.delete()
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Drop the checkpoints (and their writes) whose metadata `run_id` is in `run_ids`.
+
+        Like a thread's pop, nothing is erased: each is hidden by a later thread
+        checkpoint marking it deleted, and the messages stay in the thread's log (other
+        checkpoints may share them).
+        """
+        runs = set(run_ids)
+        async with self._lock:
+            for _, _, thread in await self._threads_for(None):
+                doomed = []
+                for cid, entry in await self._entries(thread):
+                    doc = await self._doc(str(entry["doc"]))
+                    if doc["metadata"].get("run_id") in runs:
+                        doomed.append(cid)
+                await self._hide(thread, doomed)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and pending write of a thread (all namespaces) to another.
+
+        The checkpoints are put again oldest first, each after its parent, so the copy
+        stores its messages once too.
+        """
+        for ns in await self._namespaces(source_thread_id):
+            thread = await self._thread(source_thread_id, ns)
+            if thread is None:
+                continue
+            for cid, entry in reversed(await self._entries(thread)):
+                tup = await self._tuple(thread, source_thread_id, ns, cid, entry)
+                target: RunnableConfig = {
+                    "configurable": {"thread_id": target_thread_id, "checkpoint_ns": ns}
+                }
+                if tup.parent_config is not None:
+                    parent = tup.parent_config["configurable"]["checkpoint_id"]
+                    target["configurable"]["checkpoint_id"] = parent
+                versions = tup.checkpoint["channel_versions"]
+                stored = await self.aput(target, tup.checkpoint, tup.metadata, dict(versions))
+                await self._copy_writes(thread.id, cid, stored)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep only the newest checkpoint of each namespace ("keep_latest"), or none ("delete").
+
+        "delete" deletes the threads; "keep_latest" hides the older checkpoints as
+        `adelete_for_runs` does (the kept one's messages stay readable).
+
+        Raises:
+            InvalidValueError: an unknown strategy.
+        """
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidValueError("prune strategy", reason=f"unknown: {strategy!r}")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                await self.adelete_thread(thread_id)
+                continue
+            async with self._lock:
+                for ns in await self._namespaces(thread_id):
+                    thread = await self._thread(thread_id, ns)
+                    if thread is not None:
+                        entries = await self._entries(thread)
+                        await self._hide(thread, [cid for cid, _ in entries[1:]])
+
+    async def _hide(self, thread: ChatMessageThread, checkpoint_ids: Sequence[str]) -> None:
+        for cid in checkpoint_ids:
+            tombstone = {"id": cid, "deleted": True}
+            await thread.checkpoint(_label(cid), metadata={_META_KEY: tombstone})
+            await self.store.delete_record(_WRITES_KIND, f"{thread.id}.{_digest(cid)}")
+
+    async def _copy_writes(
+        self, source_key: str, checkpoint_id: str, target: RunnableConfig
+    ) -> None:
+        record = await self.store.get_record(_WRITES_KIND, f"{source_key}.{_digest(checkpoint_id)}")
+        if record is None:
+            return
+        thread_id, ns = _ids(target)
+        key = thread_key(thread_id, ns)
+        copy = Record(
+            kind=_WRITES_KIND, id=f"{key}.{_digest(checkpoint_id)}", owner=key, data=record.data
+        )
+        existing = await self.store.get_record(_WRITES_KIND, copy.id)
+        version = existing.version if existing is not None else 0
+        await self.store.put_record(
+            copy.model_copy(update={"version": version}), expected_version=version
+        )
+
     # -- helpers ---------------------------------------------------------------------------
 
     async def _threads_for(
@@ -518,7 +615,8 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                 if isinstance(entry, dict):
                     latest[str(entry["id"])] = cast(dict[str, Any], entry)
             self._remember(thread, latest)
-        return sorted(latest.items(), key=lambda item: item[0], reverse=True)
+        live = [(cid, entry) for cid, entry in latest.items() if not entry.get("deleted")]
+        return sorted(live, key=lambda item: item[0], reverse=True)
 
     def _remember(self, thread: ChatMessageThread, entries: dict[str, dict[str, Any]]) -> None:
         if len(self._entry_cache) > 256:

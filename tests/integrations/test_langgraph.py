@@ -164,8 +164,15 @@ def test_the_sync_methods_run_a_graph() -> None:
         state = graph.get_state(_config("sync"))
         assert _texts(state.values["messages"]) == ["hi", "echo: hi", "again", "echo: again"]
         assert len(list(graph.get_state_history(_config("sync")))) == 6
+        saver.copy_thread("sync", "copy")
+        copied = graph.get_state(_config("copy"))
+        assert copied.values == state.values
+        saver.prune(["sync"])
+        assert [s.values for s in graph.get_state_history(_config("sync"))] == [state.values]
+        saver.delete_for_runs([])
         saver.delete_thread("sync")
         assert saver.get_tuple(_config("sync")) is None
+        assert len(list(saver.list(_config("copy")))) == 6
     finally:
         saver.close()
 
