@@ -91,14 +91,16 @@
     const params = new URLSearchParams(location.search);
     const form = el("form", { id: "search", class: "filters" },
       el("input", { name: "title", type: "search", placeholder: "title contains…", value: params.get("title") || "" }),
-      el("input", { name: "tag", placeholder: "tag key:value", value: params.get("tag") || "" }),
+      el("input", { name: "tag", placeholder: "tags: key:value …", value: params.get("tag") || "" }),
       el("input", { name: "kind", placeholder: "kind", value: params.get("kind") || "" }),
       el("label", {}, el("input", { type: "checkbox", name: "include_sub_threads", value: "true", checked: params.get("include_sub_threads") === "true" }), " sub-threads"),
       el("button", { type: "submit" }, "Search"));
     const query = new URLSearchParams({ limit: "20" });
-    for (const name of ["title", "tag", "kind", "after", "include_sub_threads", "limit"]) {
+    for (const name of ["title", "kind", "after", "include_sub_threads", "limit"]) {
       if (params.get(name)) query.set(name, params.get(name));
     }
+    // tags: "key:value" pairs separated by spaces, all of them required
+    for (const tag of (params.get("tag") || "").split(/\s+/).filter(Boolean)) query.append("tag", tag);
     const list = await api("/api/threads?" + query);
     const rows = list.threads.map((t) => el("tr", { class: "thread-row" },
       el("td", {}, t.kind === "workflow" ? runLink(t.id, t.title || t.id) : threadLink(t.id, t.title || "(untitled)")),
