@@ -194,3 +194,29 @@ def test_with_keys_the_page_asks_for_one(browser: Browser, tmp_path: Path) -> No
         page.click("text=Trip to Lisbon >> nth=0")
         expect(page.locator("#messages .message").first).to_be_visible()
         context.close()
+
+
+def test_a_rollback_shows_live_and_its_undo_checkpoint_holds_what_went(
+    page: Page, sample_server: tuple[str, Sample]
+) -> None:
+    base, _ = sample_server
+
+    def say(text: str) -> dict[str, Any]:
+        return {"role": "user", "contents": [{"type": "text", "text": text}]}
+
+    created = page.request.post(
+        f"{base}/api/threads", data={"title": "rolled back", "messages": [say("one")]}
+    ).json()
+    thread = f"{base}/api/threads/{created['id']}"
+    page.request.post(f"{thread}/checkpoints", data={"label": "start"})
+    page.request.post(f"{thread}/messages", data={"messages": [say("two"), say("three")]})
+    page.goto(f"{base}/ui/threads/{created['id']}")
+    expect(page.locator("#messages .message")).to_have_count(3)
+    undo = page.request.post(f"{thread}/rollback", data={"checkpoint": "start"}).json()["undo"]
+    expect(page.locator("#messages .message")).to_have_count(1)  # the stream's reset
+    page.reload()
+    page.click(f"#timeline button[data-checkpoint='{undo['id']}']")
+    expect(page.locator("#messages .message.gone")).to_have_count(2)
+    expect(page.locator("#messages .message.kept")).to_have_count(1)
+    expect(page.locator("#checkpoint-banner .gone-count")).to_have_text("2 not in the thread now")
+    page.request.delete(thread)  # the other tests count the sample's threads
