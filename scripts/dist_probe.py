@@ -14,6 +14,7 @@ import importlib.metadata
 import pkgutil
 import sys
 import sysconfig
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,10 @@ def check_agent_threads(version: str) -> None:
     ]
     for name in modules:
         importlib.import_module(name)
+    # The web inspector's templates and static files are package data, not modules.
+    server = resources.files("agent_threads.server")
+    for name in ("templates/inspector.html", "static/inspector.js", "static/inspector.css"):
+        expect(server.joinpath(name).is_file(), f"the wheel lacks agent_threads/server/{name}")
     print(f"agent_threads {version}: {len(modules) + 1} modules import from {location}")
 
 
