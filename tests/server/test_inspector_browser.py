@@ -220,3 +220,18 @@ def test_a_rollback_shows_live_and_its_undo_checkpoint_holds_what_went(
     expect(page.locator("#messages .message.kept")).to_have_count(1)
     expect(page.locator("#checkpoint-banner .gone-count")).to_have_text("2 not in the thread now")
     page.request.delete(thread)  # the other tests count the sample's threads
+
+
+def test_without_javascript_the_list_and_a_thread_still_read(
+    browser: Browser, sample_server: tuple[str, Sample]
+) -> None:
+    base, sample = sample_server
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(f"{base}/ui?title=lisbon")
+    expect(page.locator("main table tbody tr")).to_have_count(2)
+    page.click("text=Trip to Lisbon (Porto instead)")
+    expect(page).to_have_url(f"{base}/ui/threads/{sample.fork}")
+    expect(page.locator("main .message")).to_have_count(3)
+    expect(page.locator("main")).to_contain_text("tool call weather")
+    context.close()
