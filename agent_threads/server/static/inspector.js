@@ -404,6 +404,8 @@
       run.next.length ? el("p", {}, "next: ", run.next.map((t) => t.step || JSON.stringify(t)).join(", ")) : "",
       el("h2", {}, "Agents"),
       el("div", { class: "columns" }, columns));
+    // A run still going is read again every two seconds until it stops or pauses.
+    if (run.status === "running") setTimeout(() => runPage().catch(failed), 2000);
   }
 
   const pages = { threads: threadsPage, thread: threadPage, runs: runsPage, run: runPage };
