@@ -95,10 +95,11 @@ def error_response(
     kind: str,
     *,
     param: str | None = None,
+    code: str | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     """An error answer with the common body."""
-    body = ErrorBody(error=ErrorDetail(message=message, type=kind, param=param))
+    body = ErrorBody(error=ErrorDetail(message=message, type=kind, param=param, code=code))
     return JSONResponse(
         body.model_dump(), status_code=status, headers=None if headers is None else dict(headers)
     )

@@ -7,12 +7,14 @@
     redis://host:6379/0?prefix=NAME        RedisStore(url, prefix=NAME)  (also rediss://)
     postgresql://user@host:5432/db?schema=NAME
                                            PostgresStore(dsn, schema=NAME)  (also postgres://)
+    http://host:8080                       HttpStore(url), the service's store, its API key
+                                           from AGENT_THREADS_API_KEY  (also https://)
 
 The query parameters named here are the store's; any other one of a Redis or
 PostgreSQL URL goes to the driver as it is. Redis and PostgreSQL stores are imported
 only when asked for, so a base install opens the others without their drivers (and a
 missing driver names the extra to install). A new kind of store joins by one opener
-in `_OPENERS`; `http://` and `https://` are the place of the service's `HttpStore`.
+in `_OPENERS`.
 """
 
 from __future__ import annotations
@@ -100,6 +102,12 @@ def _postgres(url: StoreUrl) -> ThreadStore:
     return store
 
 
+def _http(url: StoreUrl) -> ThreadStore:
+    module = importlib.import_module("agent_threads.stores.http")  # needs the extra
+    store: ThreadStore = module.store_from_url(url.url)
+    return store
+
+
 _OPENERS: dict[str, Opener] = {
     "memory": _memory,
     "sqlite": _sqlite,
@@ -108,7 +116,8 @@ _OPENERS: dict[str, Opener] = {
     "rediss": _redis,
     "postgresql": _postgres,
     "postgres": _postgres,
-    # "http" and "https": HttpStore, the service's client, joins here
+    "http": _http,
+    "https": _http,
 }
 
 STORE_URL_ENV = "AGENT_THREADS_STORE"
@@ -124,6 +133,7 @@ STORE_URL_FORMS = (
     "file:///absolute/directory",
     "redis://host:port/db",
     "postgresql://user@host:port/db",
+    "http://host:port",
 )
 """One example of each form `open_store` takes, for messages and help texts."""
 

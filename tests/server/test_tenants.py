@@ -40,7 +40,12 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/v1/conversations/{vid}/items", {"items": [{"role": "user", "content": "x"}]}),
     ("GET", "/v1/conversations/{vid}/items/{iid}", None),
     ("DELETE", "/v1/conversations/{vid}/items/{iid}", None),
+    ("GET", "/api/store/records/{kind}/{rec}", None),
+    ("DELETE", "/api/store/records/{kind}/{rec}", None),
 ]
+SHARED_BY_CONTENT = {("GET", "/api/store/blobs/{digest}")}
+"""Blobs are content-addressed and shared by the tenants (see `TenantStore`): reading one
+takes its SHA-256 digest, that is, knowing its content."""
 
 
 def test_the_route_list_covers_every_route_with_an_id(app: FastAPI) -> None:
@@ -57,8 +62,9 @@ def test_the_route_list_covers_every_route_with_an_id(app: FastAPI) -> None:
         "{rid}": "{run_id}",
         "{vid}": "{conversation_id}",
         "{iid}": "{item_id}",
+        "{rec}": "{record_id}",
     }
-    listed = set()
+    listed = set(SHARED_BY_CONTENT)
     for method, path, _ in ROUTES:
         for short, long in names.items():
             path = path.replace(short, long)
@@ -86,6 +92,8 @@ async def test_another_tenants_ids_are_not_found(
         "{rid}": run_id,
         "{vid}": theirs["id"],  # a conversation is a thread
         "{iid}": message,
+        "{kind}": "thread",
+        "{rec}": theirs["id"],
     }
     for short, value in ids.items():
         path = path.replace(short, value)

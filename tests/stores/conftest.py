@@ -133,6 +133,21 @@ async def open_tenant(tmp_path: Path) -> AsyncIterator[ThreadStore]:
         await neighbour.check(inner)
 
 
+@asynccontextmanager
+async def open_http(tmp_path: Path) -> AsyncIterator[ThreadStore]:
+    """An HttpStore of a fresh MemoryStore the service serves (uvicorn on a loopback port)."""
+    from agent_threads.stores.http import HttpStore
+
+    from ._service import service
+
+    url = service().mount(MemoryStore())
+    try:
+        async with HttpStore(url) as store:
+            yield store
+    finally:
+        service().unmount(url)
+
+
 _EMPTIED_SCHEMAS: list[str] = []
 """Schemas of closed test PostgresStores, emptied for the next one: creating a schema's
 tables costs ~0.1 s, emptying them ~1 ms (hypothesis opens a store per example)."""
@@ -212,6 +227,11 @@ def _another_client(store: ThreadStore) -> AbstractAsyncContextManager[ThreadSto
         return JsonFileStore(store.directory)
     if isinstance(store, SQLiteStore):
         return SQLiteStore(store.path)
+    if type(store).__name__ == "HttpStore":
+        from agent_threads.stores.http import HttpStore
+
+        assert isinstance(store, HttpStore)
+        return HttpStore(store.url)  # its own connections to the same service
     if type(store).__name__ == "RedisStore":
         from agent_threads.stores.redis import RedisStore
 
@@ -248,6 +268,7 @@ STORES = [
     pytest.param(open_redis, id="redis", marks=needs_server("redis")),
     pytest.param(open_postgres, id="postgres", marks=needs_server("postgres")),
     pytest.param(open_tenant, id="tenant"),
+    pytest.param(open_http, id="http"),
 ]
 
 

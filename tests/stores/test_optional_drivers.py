@@ -31,6 +31,7 @@ DRIVERS = [
     pytest.param(
         Driver("agent_threads.stores.postgres", "asyncpg", "asyncpg", "postgres"), id="postgres"
     ),
+    pytest.param(Driver("agent_threads.stores.http", "httpx", "httpx", "http"), id="http"),
 ]
 
 

@@ -2,7 +2,16 @@
 
 from fastapi import APIRouter
 
-from agent_threads.server.api import checkpoints, events, messages, runs, threads, transfer, views
+from agent_threads.server.api import (
+    checkpoints,
+    events,
+    messages,
+    runs,
+    store,
+    threads,
+    transfer,
+    views,
+)
 
 ROUTERS: tuple[APIRouter, ...] = (
     transfer.router,  # before threads: POST /api/threads/import is not a thread id
@@ -12,6 +21,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     views.router,
     events.router,
     runs.router,
+    store.router,  # the raw store API of HttpStore
 )
 """The routers of the native API, in the order the app includes them."""
 
