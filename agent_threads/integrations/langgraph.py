@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import copy
 import hashlib
 import json
 import threading
@@ -631,7 +632,8 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         checkpoint_id: str,
         entry: dict[str, Any],
     ) -> CheckpointTuple:
-        doc = await self._doc(str(entry["doc"]))
+        # LangGraph changes the checkpoint it is given in place: give it a copy
+        doc = copy.deepcopy(await self._doc(str(entry["doc"])))
         values: dict[str, Any] = {}
         for channel, (_, digest) in doc["channels"].items():
             values[channel] = await self._value(digest)
