@@ -135,6 +135,10 @@ async def test_four_processes_appending_to_one_thread_keep_each_message_once_in_
 # -- crashes ----------------------------------------------------------------------------
 
 
+SETTLE_AFTER_KILL = 0.3
+"""Seconds after a kill within which a dead writer's last statement has surely ended."""
+
+
 async def kill_writer(spec: str, thread_id: str, tag: str, rng: random.Random) -> int:
     """Start a crash writer, SIGKILL it at a random point; return the appends it finished."""
     command = [sys.executable, str(WORKER), "crash-writer", spec, thread_id, tag]
@@ -148,6 +152,10 @@ async def kill_writer(spec: str, thread_id: str, tag: str, rng: random.Random) -
         await anyio.sleep(rng.uniform(0, 0.004))  # lands anywhere in the next append
         process.kill()
         await process.wait()
+    # A statement (PostgreSQL) or script (Redis) the writer sent before it died runs to
+    # its end on the server: its append may still land, whole, after the kill. Let it
+    # settle, so that what the test reads next is all the dead writer ever wrote.
+    await anyio.sleep(SETTLE_AFTER_KILL)
     return finished
 
 
