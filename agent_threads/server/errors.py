@@ -132,6 +132,8 @@ async def _validation(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:  # FastAPI's "error parsing the body": malformed, like any 422
+        return error_response(422, f"body: {exc.detail}", "invalid_request", param="body")
     kind = "not_found" if exc.status_code == 404 else "http_error"
     return error_response(exc.status_code, str(exc.detail), kind, headers=exc.headers)
 

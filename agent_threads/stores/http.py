@@ -71,7 +71,6 @@ _DRIVER_ERRORS: ErrorTable = (
 _NOT_FOUND = "not_found"
 """The `code` of the service's 404 for a record or blob it does not hold."""
 _RECORDS = TypeAdapter(list[Record])
-_LOCATIONS = TypeAdapter(list[tuple[str, int]])
 _TIMES = TypeAdapter(dict[str, float])
 
 
@@ -267,7 +266,7 @@ class HttpStore(StoreBase):
     async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
         params = {"message_id": message_id}
         found = await self._json("GET", "locations", "locate_message", params=params)
-        return _LOCATIONS.validate_python(found["locations"])
+        return [(place["segment_id"], int(place["position"])) for place in found["locations"]]
 
     async def _do_list_segments(self) -> dict[str, float]:
         found = await self._json("GET", "segments", "list_segments")

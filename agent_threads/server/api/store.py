@@ -101,6 +101,8 @@ router = APIRouter(prefix="/api/store", tags=["store"], route_class=StoreRoute)
 _COMMON = error_responses(401, 422, 503)
 _WRITE = {**_COMMON, **error_responses(409, 413)}
 
+RowPair = Annotated[list[str], Field(min_length=2, max_length=2)]
+"""A row: `[message_id, row JSON]`."""
 Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 UnixTime = Annotated[float, Field(allow_inf_nan=False)]
@@ -120,7 +122,7 @@ class RowsWrite(BaseModel):
     model_config = _REQUEST
     segment_id: str
     start: Position
-    rows: list[tuple[str, str]]
+    rows: list[RowPair]
 
 
 class Commit(BaseModel):
@@ -175,11 +177,19 @@ class Rows(BaseModel):
     rows: list[str]
 
 
-class Locations(BaseModel):
-    """The `[segment_id, position]` of each row holding a message."""
+class Location(BaseModel):
+    """Where a row holding a message is."""
 
     model_config = _ANSWER
-    locations: list[tuple[str, int]]
+    segment_id: str
+    position: int
+
+
+class Locations(BaseModel):
+    """Every row holding a message."""
+
+    model_config = _ANSWER
+    locations: list[Location]
 
 
 class WriteTimes(BaseModel):
@@ -220,7 +230,7 @@ def _missing(what: str, param: str) -> Response:
     return error_response(404, f"{what} not found", "not_found", param=param, code=NOT_FOUND)
 
 
-def _rows(pairs: list[tuple[str, str]]) -> list[Row]:
+def _rows(pairs: list[list[str]]) -> list[Row]:
     return [Row(message_id, data) for message_id, data in pairs]
 
 
@@ -294,7 +304,8 @@ async def read_rows(segment_id: str, start: Position, end: Position, store: Stor
 @router.get("/locations", responses=_COMMON)
 async def locate_message(message_id: str, store: Store) -> Locations:
     """`locate_message`: every `[segment_id, position]` holding a row of this message."""
-    return Locations(locations=await store.locate_message(message_id))
+    found = await store.locate_message(message_id)
+    return Locations(locations=[Location(segment_id=s, position=p) for s, p in found])
 
 
 @router.get("/segments", responses=_COMMON)
