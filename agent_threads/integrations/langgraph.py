@@ -16,7 +16,8 @@
   the rest (LangGraph's checkpoint without its values, its metadata, and the channel
   blob digests). `get_state_history`, `update_state` on an old checkpoint (a fork) and
   resuming from it work as with LangGraph's own savers;
-- pending writes are one store record per checkpoint;
+- pending writes are one store record per checkpoint, and so is the list of the blobs a
+  checkpoint uses (a record's `blobs`, which `store.vacuum()` keeps);
 - `copy_thread` puts the checkpoints again, oldest first (the copy's messages are stored
   once too); `prune(strategy="keep_latest")` and `delete_for_runs` hide checkpoints
   behind a later thread checkpoint marking them deleted (like a thread's pop, nothing is
@@ -50,6 +51,7 @@ from typing import Any, cast
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from pydantic import JsonValue
 
 from agent_threads.core.records import THREAD_KIND
 from agent_threads.errors import ConflictError, InvalidValueError
@@ -95,6 +97,7 @@ LANGCHAIN_KEY = "langchain"
 _SERDE_KEY = "langchain_serde"
 _META_KEY = "langgraph"
 _WRITES_KIND = "langgraph-writes"
+_BLOBS_KIND = "langgraph-blobs"
 _ROLES: dict[str, Role] = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 Ranges = list[list[int]]
@@ -362,6 +365,9 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                 "channels": channels,
             }
             doc_digest = await self._put_value(doc)
+            # the blobs a checkpoint uses, listed where `vacuum()` sees them (kept alive)
+            digests = [doc_digest, *(d for _, d in channels.values() if d is not None)]
+            await self._hold_blobs(thread.id, checkpoint["id"], digests)
             new_entry: dict[str, Any] = {"id": checkpoint["id"], "doc": doc_digest}
             if parent_id is not None:
                 new_entry["parent"] = parent_id
@@ -431,8 +437,9 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                 where = thread.metadata.get(_META_KEY)
                 if not isinstance(where, dict) or where.get("thread_id") != thread_id:
                     continue
-                for record in await self.store.list_records(_WRITES_KIND, owner=key):
-                    await self.store.delete_record(_WRITES_KIND, record.id)
+                for kind in (_WRITES_KIND, _BLOBS_KIND):
+                    for record in await self.store.list_records(kind, owner=key):
+                        await self.store.delete_record(kind, record.id)
                 await thread.delete()
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -496,11 +503,22 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                         entries = await self._entries(thread)
                         await self._hide(thread, [cid for cid, _ in entries[1:]])
 
+    async def _hold_blobs(self, key: str, checkpoint_id: str, digests: Sequence[str]) -> None:
+        record_id = f"{key}.{_digest(checkpoint_id)}"
+        existing = await self.store.get_record(_BLOBS_KIND, record_id)
+        version = existing.version if existing is not None else 0
+        refs: builtins.list[JsonValue] = list(dict.fromkeys(digests))
+        held = Record(kind=_BLOBS_KIND, id=record_id, owner=key, data={"blobs": refs})
+        await self.store.put_record(
+            held.model_copy(update={"version": version}), expected_version=version
+        )
+
     async def _hide(self, thread: ChatMessageThread, checkpoint_ids: Sequence[str]) -> None:
         for cid in checkpoint_ids:
             tombstone = {"id": cid, "deleted": True}
             await thread.checkpoint(_label(cid), metadata={_META_KEY: tombstone})
             await self.store.delete_record(_WRITES_KIND, f"{thread.id}.{_digest(cid)}")
+            await self.store.delete_record(_BLOBS_KIND, f"{thread.id}.{_digest(cid)}")
 
     async def _copy_writes(
         self, source_key: str, checkpoint_id: str, target: RunnableConfig

@@ -211,3 +211,14 @@ async def test_two_savers_on_one_store_see_each_others_turns() -> None:
             state = await graph.aget_state(_config("two"))
             assert _texts(state.values["messages"])[::2] == ["q0", "q1", "q2", "q3"]
             assert len([s async for s in graph.aget_state_history(_config("two"))]) == 12
+
+
+async def test_vacuum_keeps_what_the_checkpoints_use() -> None:
+    async with MemoryStore() as store:
+        graph = _graph(ThreadSaver(store))
+        for n in range(2):
+            await graph.ainvoke({"messages": [HumanMessage(f"q{n}")]}, _config("v"))
+        before = [s.values async for s in graph.aget_state_history(_config("v"))]
+        await store.vacuum(grace=0)
+        fresh = _graph(ThreadSaver(store))  # no cached documents
+        assert [s.values async for s in fresh.aget_state_history(_config("v"))] == before
