@@ -108,8 +108,12 @@ class Tenants:
         return self._stores[tenant]
 
 
-def tenant_store(request: Request) -> ThreadStore:
-    """The store of the caller's tenant (a FastAPI dependency)."""
+async def tenant_store(request: Request) -> ThreadStore:
+    """The store of the caller's tenant (a FastAPI dependency).
+
+    Async though it never awaits: FastAPI runs a plain `def` dependency in a worker
+    thread, a hop per request (~0.3 ms of an append's ~2 ms through the app).
+    """
     tenants: Tenants = request.app.state.tenants
     store = tenants.store_for(request.headers.get("authorization"))
     request.state.tenant = getattr(store, "tenant", None)
