@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/contention.py
 	$(BIN)/python bench/jsonfile_lines.py
+	$(BIN)/python bench/service.py
 	$(BIN)/python bench/peers.py
 
 # The release: sdist and wheel in dist/, checked, installed with every extra into a fresh
