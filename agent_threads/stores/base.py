@@ -663,21 +663,11 @@ class StoreBase(ABC):
     @abstractmethod
     async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None: ...
 
+    @abstractmethod
     async def _do_commit(
         self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
     ) -> Record:
-        """`commit` as separate writes: the version checked, the rows, then the record.
-
-        For a store without transactions over several keys; the others override it. A
-        conflict before the record leaves the earlier writes' rows unreferenced.
-        """
-        stored = await self._do_get_record(record.kind, record.id)
-        found = 0 if stored is None else stored.version
-        if found != expected_version:
-            raise version_conflict(record.kind, record.id, expected_version, found)
-        for write in writes:
-            await self._do_append_rows(write.segment_id, write.start, write.rows)
-        return await self._do_put_record(record, expected_version=expected_version)
+        """Every write's rows and the record's compare-and-set, in one write."""
 
     @abstractmethod
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]: ...
