@@ -18,9 +18,10 @@ import sys
 import tarfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
+
+from ._peers import peer_sdist
 
 pytest.importorskip("langgraph")
 
@@ -30,34 +31,11 @@ ASYNC_FILE = "tests/test_time_travel_async.py"
 SHIM = Path(__file__).with_name("peer_shim_langgraph.py")
 
 
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("AGENT_THREADS_REQUIRE_SERVICES") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def langgraph_sdist(request: pytest.FixtureRequest) -> Path:
     """LangGraph's source distribution, downloaded once into pytest's cache directory."""
-    cache = request.config.cache
-    assert cache is not None, "the cache provider is needed to keep the download"
-    directory = cache.mkdir(f"langgraph-{LANGGRAPH_VERSION}-sdist")
     name = f"langgraph-{LANGGRAPH_VERSION}.tar.gz"
-    if not (directory / name).exists():
-        command = [
-            *(sys.executable, "-m", "pip", "download", f"langgraph=={LANGGRAPH_VERSION}"),
-            *("--no-deps", "--no-binary", ":all:", "--dest", str(directory), "--quiet"),
-        ]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            _unavailable(f"pip download langgraph=={LANGGRAPH_VERSION} took over 10 minutes")
-        if done.returncode != 0 or not (directory / name).exists():
-            _unavailable(
-                f"could not download the langgraph {LANGGRAPH_VERSION} source distribution"
-                f" (pip exited {done.returncode}): {done.stderr.strip()[-600:]}"
-            )
-    return directory / name
+    return peer_sdist(request.config, "langgraph", LANGGRAPH_VERSION, name)
 
 
 @pytest.fixture(scope="module")

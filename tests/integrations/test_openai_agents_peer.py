@@ -22,9 +22,10 @@ import tarfile
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
+
+from ._peers import peer_sdist
 
 SDK_VERSION = importlib.metadata.version("openai-agents")
 PEER_FILES = ("tests/memory/test_session.py", "tests/memory/test_session_limit.py")
@@ -86,36 +87,11 @@ NOT_APPLICABLE = {
 """Test functions of test_session.py that do not apply, and why."""
 
 
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("AGENT_THREADS_REQUIRE_SERVICES") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def sdist(request: pytest.FixtureRequest) -> Path:
     """The SDK's source distribution, downloaded once into pytest's cache directory."""
-    cache = request.config.cache
-    assert cache is not None, "the cache provider is needed to keep the download"
-    directory = cache.mkdir(f"openai-agents-{SDK_VERSION}-sdist")
-    found = sorted(directory.glob(f"openai_agents-{SDK_VERSION}.tar.gz"))
-    if found:
-        return found[0]
-    command = [
-        *(sys.executable, "-m", "pip", "download", f"openai-agents=={SDK_VERSION}"),
-        *("--no-deps", "--no-binary", ":all:", "--dest", str(directory), "--quiet"),
-    ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    except subprocess.TimeoutExpired:
-        _unavailable(f"pip download openai-agents=={SDK_VERSION} took over 10 minutes")
-    found = sorted(directory.glob(f"openai_agents-{SDK_VERSION}.tar.gz"))
-    if done.returncode != 0 or not found:
-        _unavailable(
-            f"could not download the openai-agents {SDK_VERSION} source distribution from"
-            f" PyPI (pip exited {done.returncode}): {done.stderr.strip()[-600:]}"
-        )
-    return found[0]
+    name = f"openai_agents-{SDK_VERSION}.tar.gz"
+    return peer_sdist(request.config, "openai-agents", SDK_VERSION, name)
 
 
 @pytest.fixture(scope="module")
