@@ -20,6 +20,7 @@ from agent_threads.core.records import (
     RangeJson,
     ThreadData,
     ThreadStats,
+    clean_metadata,
     put_new,
     thread_exists,
     validation_problems,
@@ -68,6 +69,7 @@ class _Mark:
 
     label: str | None
     reason: CheckpointReason
+    metadata: dict[str, JsonValue]
 
 
 @dataclass(frozen=True, slots=True)
@@ -529,13 +531,15 @@ class ChatMessageThread(AgentThread):
         messages: Iterable[Message],
         *,
         checkpoint: bool | str = False,
+        checkpoint_metadata: Mapping[str, Any] | None = None,
         deadline: float | None = None,
     ) -> Checkpoint | None:
         """Append messages, all or nothing, as one store write; with a checkpoint if asked.
 
         `checkpoint=True` (or a label) also records the thread as it is after the
         append, in the same store write (the per-turn pattern: one round trip, one
-        transaction), and returns that checkpoint; so does every append to a thread with
+        transaction), and returns that checkpoint, holding `checkpoint_metadata` (JSON,
+        as `checkpoint(metadata=...)`); so does every append to a thread with
         `auto_checkpoint` (reason "auto", unless a checkpoint was asked for).
 
         If another handle appended first, this handle re-reads the thread and appends
@@ -548,23 +552,30 @@ class ChatMessageThread(AgentThread):
             DuplicateMessageError: a message id is already in the thread or the batch.
             InvalidIdError: the checkpoint label is empty, over 128 characters or has
                 control characters.
+            InvalidValueError: `checkpoint_metadata` is not JSON that reads back as it is.
         """
         batch = _as_messages(messages, self.id)
         label = clean_label(checkpoint) if isinstance(checkpoint, str) else None
+        what = f"thread {self.id!r} checkpoint metadata"
+        metadata = clean_metadata(checkpoint_metadata, what=what)
         if not batch:
             return None
         rows = _new_rows(batch, self.id)
         policy = self.retry_policy(deadline)
         mark: _Mark | None = None
         if checkpoint is not False:
-            mark = _Mark(label, "manual")
+            mark = _Mark(label, "manual", metadata)
         elif self.auto_checkpoint:
-            mark = _Mark(None, "auto")
+            mark = _Mark(None, "auto", metadata)
         async with self._lock:
             if mark is not None and not has_log(self.record_data):  # checkpoints of version 1
                 await self._append(batch, rows, policy.start(), None)
                 return await save_checkpoint(
-                    self, label=mark.label, reason=mark.reason, backoff=policy.start()
+                    self,
+                    label=mark.label,
+                    metadata=mark.metadata,
+                    reason=mark.reason,
+                    backoff=policy.start(),
                 )
             return await self._append(batch, rows, policy.start(), mark)
 
@@ -593,6 +604,7 @@ class ChatMessageThread(AgentThread):
                     stats=stats,
                     label=mark.label,
                     reason=mark.reason,
+                    metadata=mark.metadata,
                 )
                 log_write, log_data = await plan_log_write(self, made, force_new=force_new)
                 writes.append(log_write)

@@ -13,6 +13,7 @@ from agent_threads import (
     CheckpointNotFoundError,
     ConflictError,
     InvalidIdError,
+    InvalidValueError,
     MemoryStore,
     Message,
     MessageNotFoundError,
@@ -432,6 +433,25 @@ async def test_auto_checkpoint_records_one_per_batch_and_persists() -> None:
     assert len(await thread.checkpoints()) == 3
     fork = await reloaded.fork()
     assert fork.auto_checkpoint and not (await chat()).auto_checkpoint
+
+
+async def test_append_checkpoint_holds_its_metadata_in_the_same_write() -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    made = await thread.on_new_messages(
+        [turn("a")], checkpoint="t1", checkpoint_metadata={"step": 1, "by": ["x"]}
+    )
+    assert made is not None and made.metadata == {"step": 1, "by": ["x"]}
+    reloaded = await ChatMessageThread.load(thread.id, store=store)
+    [stored] = await reloaded.checkpoints()
+    assert (stored.label, stored.metadata, stored.message_count) == ("t1", made.metadata, 1)
+
+
+async def test_append_refuses_checkpoint_metadata_that_is_not_json() -> None:
+    thread = await ChatMessageThread.create()
+    with pytest.raises(InvalidValueError):
+        await thread.on_new_messages([turn("a")], checkpoint=True, checkpoint_metadata={"x": {1}})
+    assert thread.head == 0
 
 
 # -- export, import, delete, lineage ---------------------------------------------------------
