@@ -63,7 +63,7 @@ from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.timetravel.checkpoint import Checkpoint
 
 try:
-    from agent_framework import AgentSession, Content, HistoryProvider
+    from agent_framework import AgentSession, Content, HistoryProvider, UsageDetails
     from agent_framework import Message as FrameworkMessage
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -219,11 +219,11 @@ def to_framework(message: Message) -> FrameworkMessage:
         if content is not None:
             contents.append(content)
     if message.usage is not None:
-        tokens = {
-            "input_token_count": message.usage.input_tokens,
-            "output_token_count": message.usage.output_tokens,
-        }
-        contents.append(Content.from_usage(tokens))  # type: ignore[arg-type]
+        tokens = UsageDetails(
+            input_token_count=message.usage.input_tokens,
+            output_token_count=message.usage.output_tokens,
+        )
+        contents.append(Content.from_usage(tokens))
     return FrameworkMessage(
         message.role, contents, author_name=message.author, message_id=message.id
     )
