@@ -18,8 +18,10 @@ from agent_framework import (
     ChatResponse,
     ChatResponseUpdate,
     Content,
+    ContextProvider,
     FunctionInvocationLayer,
     ResponseStream,
+    SessionContext,
     tool,
 )
 from agent_framework import Message as FrameworkMessage
@@ -241,6 +243,40 @@ async def test_per_service_call_persistence_stores_each_message_once(store: Thre
     thread = await provider.get_thread(session)
     assert [_text(to_framework(m).to_dict()) for m in await thread.get_messages()] == TURNS
     assert client.texts() == TURNS[:5]
+
+
+class Notes(ContextProvider):
+    """A context provider adding a note before each run (as retrieval would)."""
+
+    async def before_run(
+        self, *, agent: Any, session: AgentSession, context: SessionContext, state: dict[str, Any]
+    ) -> None:
+        context.extend_messages(self, [FrameworkMessage("user", [f"Note from {self.source_id}."])])
+
+
+async def test_an_audit_log_stores_the_context_of_chosen_providers(store: ThreadStore) -> None:
+    client = ScriptedChatClient(said("Noted."))
+    audit = ThreadHistoryProvider(
+        store, "audit", load_messages=False, store_context_messages=True, store_context_from={"rag"}
+    )
+    agent = Agent(client, name="guide", context_providers=[Notes("rag"), Notes("other"), audit])
+    session = agent.create_session()
+    await agent.run("Hi.", session=session)
+    assert client.texts() == ["Note from rag.", "Note from other.", "Hi."]
+    logged = await audit.get_messages(session.session_id)
+    assert [m.text for m in logged] == ["Note from rag.", "Hi.", "Noted."]
+    assert logged[0].additional_properties["_attribution"]["source_id"] == "rag"
+
+
+async def test_outputs_only_when_inputs_are_not_stored(store: ThreadStore) -> None:
+    client = ScriptedChatClient(said("One."), said("Two."))
+    provider = ThreadHistoryProvider(store, store_inputs=False)
+    agent = make_agent(provider, client)
+    session = agent.create_session()
+    await agent.run("First?", session=session)
+    await agent.run("Second?", session=session)
+    assert client.texts() == ["One.", "Second?"]
+    assert [m.text for m in await provider.get_messages(session.session_id)] == ["One.", "Two."]
 
 
 # -- fork, checkpoints, rollback ------------------------------------------------------------
