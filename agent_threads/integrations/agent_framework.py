@@ -44,7 +44,12 @@ from typing import Any, ClassVar
 from pydantic import JsonValue, ValidationError
 
 from agent_threads.core.ids import validate_id
-from agent_threads.errors import InvalidValueError, MessageNotFoundError, ThreadNotFoundError
+from agent_threads.errors import (
+    InvalidIdError,
+    InvalidValueError,
+    MessageNotFoundError,
+    ThreadNotFoundError,
+)
 from agent_threads.messages import (
     DataPart,
     Message,
@@ -288,8 +293,9 @@ def _new_messages(
 def _session_key(session: AgentSession | str | None) -> str:
     """The thread id of a session (its session id), validated."""
     session_id = session.session_id if isinstance(session, AgentSession) else session
-    if session_id is None:
-        return validate_id(None, what="agent session id (None: pass the run a session)")
+    if session_id is None:  # an agent always passes one: a direct call without a session
+        reason = "None names no thread: give the session's id (AgentSession.session_id)"
+        raise InvalidIdError(None, what="agent session id", reason=reason)
     return validate_id(session_id, what="agent session id")
 
 
@@ -377,7 +383,7 @@ class ThreadHistoryProvider(HistoryProvider):
         Raises:
             InvalidIdError: `session_id` is None or not a valid thread id.
             InvalidValueError: a message holds what cannot be stored (not JSON, NaN, too
-                large), naming it; nothing is written then.
+                large), naming it; none of them is appended then.
         """
         key = _session_key(session_id)
         if not messages:
