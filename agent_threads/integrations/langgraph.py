@@ -7,21 +7,28 @@
   appends to the thread: each checkpoint appends only the messages its parent did not
   have (a delta), and refers to its whole list as ranges of the thread's append-only
   log, so storage grows with the conversation, not with the number of checkpoints
-  times its length. A list that is not its parent's plus new messages (a message
-  replaced or removed by `add_messages`) is appended whole, once;
-- every other channel value is a content-addressed blob (`store.put_blob`): an
-  unchanged value is stored once whatever the number of checkpoints;
+  times its length. When `add_messages` replaced or removed a message, the longest
+  start the list shares with its parent's is kept and the rest appended;
 - each LangGraph checkpoint is a checkpoint of the thread, labelled with the LangGraph
-  checkpoint id, whose metadata holds the message ranges and the digest of a blob with
-  the rest (LangGraph's checkpoint without its values, its metadata, and the channel
-  blob digests). `get_state_history`, `update_state` on an old checkpoint (a fork) and
+  checkpoint id, whose metadata holds the message ranges and, serialized, LangGraph's
+  checkpoint without its values, its metadata and the other channels: a value of up to
+  `_INLINE_BYTES` serialized is kept there, a larger one is a content-addressed blob
+  (`store.put_blob`, stored once whatever the number of checkpoints using it) listed in
+  a record of the checkpoint (a record's `blobs`, which `store.vacuum()` keeps). A
+  channel LangGraph did not give a new version keeps its parent's value, as LangGraph's
+  own savers read it. So a `put` is one store write (the new messages, the checkpoint
+  row and the thread record, `on_new_messages(..., checkpoint=...)`), plus blobs for
+  large values. `get_state_history`, `update_state` on an old checkpoint (a fork) and
   resuming from it work as with LangGraph's own savers;
-- pending writes are one store record per checkpoint, and so is the list of the blobs a
-  checkpoint uses (a record's `blobs`, which `store.vacuum()` keeps);
+- pending writes are one store record per checkpoint;
 - `copy_thread` puts the checkpoints again, oldest first (the copy's messages are stored
   once too); `prune(strategy="keep_latest")` and `delete_for_runs` hide checkpoints
   behind a later thread checkpoint marking them deleted (like a thread's pop, nothing is
   erased: the messages stay in the thread's log); `delete_thread` deletes the threads.
+
+A saver keeps in memory what it wrote and read of the threads it used last (their
+checkpoints and messages) and reads a thread's record once per `get_tuple`; another
+saver's or process's writes are read from the store when the record moved.
 
 Values are serialized by LangGraph's serde (`JsonPlusSerializer` without its pickle
 fallback); messages are kept as `agent_threads.Message` (role and text) with the
@@ -40,25 +47,23 @@ from __future__ import annotations
 
 import base64
 import builtins
-import copy
 import hashlib
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import ExitStack
-from datetime import datetime
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, cast
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from pydantic import JsonValue
 
 from agent_threads.core.records import THREAD_KIND
-from agent_threads.errors import ConflictError, InvalidValueError
+from agent_threads.errors import ConflictError, InvalidValueError, ThreadNotFoundError
 from agent_threads.messages import Message, Role, TextPart
 from agent_threads.stores.base import Record, ThreadStore
 from agent_threads.threads.chat import ChatMessageThread
-from agent_threads.timetravel.checkpoint import Checkpoint as ThreadCheckpoint
 
 try:
     from langchain_core.messages import (
@@ -115,14 +120,6 @@ def thread_key(thread_id: str, checkpoint_ns: str = "") -> str:
 # -- messages ------------------------------------------------------------------------------
 
 
-def _jsonable(value: object) -> bool:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def from_langchain(message: BaseMessage, serde: SerializerProtocol | None = None) -> Message:
     """The agent-threads message for a LangChain message (a new id; the original kept).
 
@@ -130,17 +127,7 @@ def from_langchain(message: BaseMessage, serde: SerializerProtocol | None = None
     (`message_to_dict`, else LangGraph's serde, base64) is kept under `LANGCHAIN_KEY` so
     `to_langchain` gives it back unchanged.
     """
-    role = _ROLES.get(message.type, "user")
-    text = message.text
-    contents = (TextPart(text=text),) if text else ()
-    dumped = message_to_dict(message)
-    metadata: dict[str, Any]
-    if _jsonable(dumped):
-        metadata = {LANGCHAIN_KEY: dumped}
-    else:
-        kind, data = (serde or _serde()).dumps_typed(message)
-        metadata = {_SERDE_KEY: [kind, base64.b64encode(data).decode()]}
-    return Message(role=role, contents=contents, metadata=metadata)
+    return _hold(message, serde or _serde()).stored
 
 
 def to_langchain(message: Message, serde: SerializerProtocol | None = None) -> BaseMessage:
@@ -163,24 +150,6 @@ def to_langchain(message: Message, serde: SerializerProtocol | None = None) -> B
     return HumanMessage(content=text, id=message.id)
 
 
-def _fingerprint(message: BaseMessage) -> bytes:
-    try:
-        text = json.dumps(message_to_dict(message), sort_keys=True, default=repr)
-    except (TypeError, ValueError):
-        text = repr(message)
-    return hashlib.sha256(text.encode()).digest()
-
-
-def _prefix_hashes(messages: Sequence[BaseMessage]) -> list[str]:
-    """hashes[i]: the hash of the first i messages."""
-    running = hashlib.sha256()
-    hashes = [running.hexdigest()]
-    for message in messages:
-        running.update(_fingerprint(message))
-        hashes.append(running.hexdigest())
-    return hashes
-
-
 def _is_message_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
 
@@ -189,7 +158,158 @@ def _serde() -> JsonPlusSerializer:
     return JsonPlusSerializer(pickle_fallback=False)
 
 
+# -- what the saver holds in memory --------------------------------------------------------
+
+
+class _Held(NamedTuple):
+    """A message of a thread's log as the saver holds it in memory.
+
+    `dumped` (LangChain's `message_to_dict`, never handed out) is what a new checkpoint's
+    messages are compared with; `text` (its JSON), or `stored` for a message whose dict
+    is not JSON, makes a fresh LangChain message for each read, so that a caller changing
+    one in place changes nothing here.
+    """
+
+    dumped: Any
+    text: str | None
+    stored: Message
+
+
+def _hold(message: BaseMessage, serde: SerializerProtocol) -> _Held:
+    """The agent-threads message for a LangChain message (a new id), as held."""
+    role = _ROLES.get(message.type, "user")
+    text = message.text
+    contents = (TextPart(text=text),) if text else ()
+    dumped = message_to_dict(message)
+    try:
+        as_json: str | None = json.dumps(dumped, allow_nan=False)
+    except (TypeError, ValueError):
+        as_json = None
+    metadata: dict[str, Any]
+    if as_json is not None:
+        metadata = {LANGCHAIN_KEY: dumped}
+    else:
+        kind, data = serde.dumps_typed(message)
+        metadata = {_SERDE_KEY: [kind, base64.b64encode(data).decode()]}
+    stored = Message(role=role, contents=contents, metadata=metadata)
+    return _Held(dumped, as_json, stored)
+
+
+def _held_from(stored: Message, serde: SerializerProtocol) -> _Held:
+    """A message read back from the thread, as held."""
+    dumped = stored.metadata.get(LANGCHAIN_KEY)
+    if isinstance(dumped, dict):
+        return _Held(dumped, json.dumps(dumped), stored)
+    return _Held(message_to_dict(to_langchain(stored, serde)), None, stored)
+
+
+def _fresh(held: Sequence[_Held], serde: SerializerProtocol) -> builtins.list[BaseMessage]:
+    """New LangChain messages for held ones (nothing shared with what the saver holds)."""
+    texts = [h.text for h in held]
+    if all(t is not None for t in texts):
+        return messages_from_dict(json.loads("[" + ",".join(cast(list[str], texts)) + "]"))
+    return [
+        messages_from_dict([json.loads(h.text)])[0]
+        if h.text is not None
+        else to_langchain(h.stored, serde)
+        for h in held
+    ]
+
+
+@dataclass
+class _Known:
+    """What the saver knows of one agent-threads thread (a LangGraph thread and namespace).
+
+    `entries` maps each LangGraph checkpoint id to its entry (message ranges resolved),
+    tombstones included, as of the handle's record version; `held` maps log positions to
+    the messages there, filled as they are written or read (the log is append-only, so a
+    position's message never changes). `stale`: another writer moved the thread while
+    this saver wrote; `entries` is read again before use.
+    """
+
+    thread: ChatMessageThread
+    entries: dict[str, dict[str, Any]]
+    held: dict[int, _Held] = field(default_factory=dict)
+    stale: bool = False
+
+    def live(self) -> builtins.list[tuple[str, dict[str, Any]]]:
+        """The checkpoints not deleted, newest id first."""
+        found = [(cid, e) for cid, e in self.entries.items() if not e.get("deleted")]
+        return sorted(found, key=lambda item: item[0], reverse=True)
+
+    def where(self) -> tuple[str, str] | None:
+        """The LangGraph thread id and namespace the thread holds."""
+        where = self.thread.metadata.get(_META_KEY)
+        if isinstance(where, dict):
+            return str(where["thread_id"]), str(where["ns"])
+        return None
+
+
+@dataclass
+class _MessagesPlan:
+    """A checkpoint's messages: kept ranges of its parent's list, then messages to append."""
+
+    ranges: Ranges
+    count: int
+    version: Any
+    new: builtins.list[_Held]
+
+    def entry(self) -> dict[str, Any]:
+        """The messages entry as stored (`new`: the last messages up to the checkpoint)."""
+        entry: dict[str, Any] = {"ranges": self.ranges, "count": self.count}
+        if self.new:
+            entry["new"] = len(self.new)
+        entry["version"] = self.version
+        return entry
+
+
+def _resolved(entry: dict[str, Any], message_count: int) -> dict[str, Any]:
+    """The entry with its messages' ranges whole: the `new` ones end at `message_count`."""
+    held = entry.get("messages")
+    if not isinstance(held, dict) or "new" not in held:
+        return entry
+    ranges: Ranges = [list(r) for r in held["ranges"]]
+    first = message_count - int(held["new"])
+    if ranges and ranges[-1][1] == first:
+        ranges[-1][1] = message_count
+    else:
+        ranges.append([first, message_count])
+    messages = {k: v for k, v in held.items() if k != "new"}
+    return {**entry, "messages": {**messages, "ranges": ranges}}
+
+
+def _positions(ranges: Ranges) -> builtins.list[int]:
+    return [p for start, end in ranges for p in range(start, end)]
+
+
+def _prefix(ranges: Ranges, count: int) -> Ranges:
+    """The ranges of the first `count` messages of `ranges`."""
+    kept: Ranges = []
+    for start, end in ranges:
+        if count <= 0:
+            break
+        take = min(end - start, count)
+        kept.append([start, start + take])
+        count -= take
+    return kept
+
+
+def _packed(typed: tuple[str, bytes]) -> builtins.list[str]:
+    return [typed[0], base64.b64encode(typed[1]).decode()]
+
+
+def _unpacked(packed: Any) -> tuple[str, bytes]:
+    kind, text = packed
+    return str(kind), base64.b64decode(str(text))
+
+
 # -- the saver -----------------------------------------------------------------------------
+
+_INLINE_BYTES = 2048
+"""A channel value serialized to at most this many bytes is kept in its checkpoint's row."""
+
+_KNOWN_THREADS = 64
+"""Threads whose checkpoints and messages a saver keeps in memory (the ones used last)."""
 
 
 class ThreadSaver(BaseCheckpointSaver[str]):
@@ -213,8 +333,8 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde or _serde())
         self.store = store
         self.messages_channel = messages_channel
-        self._docs: dict[str, dict[str, Any]] = {}
-        self._entry_cache: dict[str, tuple[tuple[datetime, int], dict[str, dict[str, Any]]]] = {}
+        self._known: dict[str, _Known] = {}
+        self._writes: dict[str, Record] = {}
         self._lock = anyio.Lock()
         self._portal: BlockingPortal | None = None
         self._exits = ExitStack()
@@ -297,16 +417,18 @@ class ThreadSaver(BaseCheckpointSaver[str]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, ns = _ids(config)
-        thread = await self._thread(thread_id, ns)
-        if thread is None:
-            return None
         wanted = get_checkpoint_id(config)
-        entries = await self._entries(thread)
-        if wanted is not None:
-            entries = [e for e in entries if e[0] == wanted]
-        if not entries:
-            return None
-        return await self._tuple(thread, thread_id, ns, *entries[0])
+        async with self._lock:
+            known = await self._read(thread_key(thread_id, ns))
+            if known is None:
+                return None
+            if wanted is None:
+                live = known.live()
+                return await self._tuple(known, thread_id, ns, *live[0]) if live else None
+            entry = known.entries.get(wanted)
+            if entry is None or entry.get("deleted"):
+                return None
+            return await self._tuple(known, thread_id, ns, wanted, entry)
 
     async def alist(
         self,
@@ -316,24 +438,25 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        threads = await self._threads_for(config)
         wanted = get_checkpoint_id(config) if config is not None else None
         bound = get_checkpoint_id(before) if before is not None else None
-        found_tuples: builtins.list[CheckpointTuple] = []
-        for thread_id, ns, thread in threads:
-            for cid, entry in await self._entries(thread):
-                if wanted is not None and cid != wanted:
-                    continue
-                if bound is not None and cid >= bound:
-                    continue
-                tup = await self._tuple(thread, thread_id, ns, cid, entry)
-                if filter and any(tup.metadata.get(k) != v for k, v in filter.items()):
-                    continue
-                found_tuples.append(tup)
-        found_tuples.sort(key=lambda t: t.checkpoint["id"], reverse=True)
-        for count, tup in enumerate(found_tuples):
-            if limit is not None and count >= limit:
-                return
+        found: builtins.list[CheckpointTuple] = []
+        async with self._lock:
+            candidates = []
+            for thread_id, ns, known in await self._knowns_for(config):
+                for cid, entry in known.live():
+                    if (wanted is None or cid == wanted) and (bound is None or cid < bound):
+                        candidates.append((cid, thread_id, ns, known, entry))
+            candidates.sort(key=lambda c: c[0], reverse=True)
+            for cid, thread_id, ns, known, entry in candidates:
+                if limit is not None and len(found) >= limit:
+                    break
+                if filter:
+                    metadata = self._doc(entry)["metadata"]
+                    if any(metadata.get(k) != v for k, v in filter.items()):
+                        continue
+                found.append(await self._tuple(known, thread_id, ns, cid, entry))
+        for tup in found:
             yield tup
 
     async def aput(
@@ -343,40 +466,18 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        """Store a checkpoint: one store write, and blobs for large channel values only.
+
+        The messages its parent lacks are appended to the thread in the same write as
+        the thread checkpoint standing for it (`on_new_messages(..., checkpoint=...)`).
+        """
         thread_id, ns = _ids(config)
-        parent_id = get_checkpoint_id(config)
         async with self._lock:
-            thread = await ChatMessageThread.get_or_create(
-                thread_key(thread_id, ns),
-                store=self.store,
-                tags={_META_KEY: _digest(thread_id)},
-                metadata={_META_KEY: {"thread_id": thread_id, "ns": ns}},
-                lazy=True,
-            )
-            entries = dict(await self._entries(thread))
-            parent = entries.get(parent_id) if parent_id is not None else None
-            channels, messages_entry = await self._store_channels(
-                thread, checkpoint, new_versions, parent
-            )
-            skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-            doc = {
-                "checkpoint": skeleton,
-                "metadata": get_serializable_checkpoint_metadata(config, metadata),
-                "channels": channels,
-            }
-            doc_digest = await self._put_value(doc)
-            # the blobs a checkpoint uses, listed where `vacuum()` sees them (kept alive)
-            digests = [doc_digest, *(d for _, d in channels.values() if d is not None)]
-            await self._hold_blobs(thread.id, checkpoint["id"], digests)
-            new_entry: dict[str, Any] = {"id": checkpoint["id"], "doc": doc_digest}
-            if parent_id is not None:
-                new_entry["parent"] = parent_id
-            if messages_entry is not None:
-                new_entry["messages"] = messages_entry
-            before = (thread.created_at, thread.version)
-            await thread.checkpoint(_label(checkpoint["id"]), metadata={_META_KEY: new_entry})
-            if thread.version == before[1] + 1:  # nobody else wrote meanwhile
-                self._remember(thread, {**entries, checkpoint["id"]: new_entry})
+            try:
+                await self._put(config, checkpoint, metadata, new_versions)
+            except ThreadNotFoundError:  # deleted elsewhere since this saver last wrote
+                self._known.pop(thread_key(thread_id, ns), None)
+                await self._put(config, checkpoint, metadata, new_versions)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -397,42 +498,56 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         key = thread_key(thread_id, ns)
         record_id = f"{key}.{_digest(checkpoint_id)}"
         async with self._lock:
+            # as this saver last wrote it (None: new); a lost race reads it again
+            record = self._writes.get(record_id)
             while True:
-                record = await self.store.get_record(_WRITES_KIND, record_id)
-                held: builtins.list[Any] = (
-                    list(cast(builtins.list[Any], record.data["writes"])) if record else []
-                )
-                index = {(w[0], w[1]): n for n, w in enumerate(held)}
-                for number, (channel, value) in enumerate(writes):
-                    idx = WRITES_IDX_MAP.get(channel, number)
-                    if idx >= 0 and (task_id, idx) in index:
-                        continue
-                    kind, data = self.serde.dumps_typed(value)
-                    row = [task_id, idx, channel, kind, base64.b64encode(data).decode(), task_path]
-                    if (task_id, idx) in index:
-                        held[index[(task_id, idx)]] = row
-                    else:
-                        index[(task_id, idx)] = len(held)
-                        held.append(row)
+                held = self._merged_writes(record, writes, task_id, task_path)
+                version = record.version if record is not None else 0
                 new = Record(
                     kind=_WRITES_KIND,
                     id=record_id,
                     owner=key,
-                    version=record.version if record is not None else 0,
+                    version=version,
                     data={"writes": held},
                 )
                 try:
-                    await self.store.put_record(
-                        new, expected_version=record.version if record is not None else 0
-                    )
+                    stored = await self.store.put_record(new, expected_version=version)
                 except ConflictError:  # another writer won: read its writes again
+                    record = await self.store.get_record(_WRITES_KIND, record_id)
                     continue
+                if len(self._writes) > 1024:
+                    self._writes.clear()
+                self._writes[record_id] = stored
                 return
+
+    def _merged_writes(
+        self,
+        record: Record | None,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> builtins.list[Any]:
+        """The record's writes with these added (a special channel's write is kept once)."""
+        held = list(cast(builtins.list[Any], record.data["writes"])) if record else []
+        index = {(w[0], w[1]): n for n, w in enumerate(held)}
+        for number, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, number)
+            if idx >= 0 and (task_id, idx) in index:
+                continue
+            kind, data = self.serde.dumps_typed(value)
+            row = [task_id, idx, channel, kind, base64.b64encode(data).decode(), task_path]
+            if (task_id, idx) in index:
+                held[index[(task_id, idx)]] = row
+            else:
+                index[(task_id, idx)] = len(held)
+                held.append(row)
+        return held
 
     async def adelete_thread(self, thread_id: str) -> None:
         async with self._lock:
             tags = {_META_KEY: _digest(thread_id)}
             for key in await ChatMessageThread.find(self.store, tags=tags):
+                self._known.pop(key, None)
                 thread = await ChatMessageThread.load(key, store=self.store, lazy=True)
                 where = thread.metadata.get(_META_KEY)
                 if not isinstance(where, dict) or where.get("thread_id") != thread_id:
@@ -440,6 +555,7 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                 for kind in (_WRITES_KIND, _BLOBS_KIND):
                     for record in await self.store.list_records(kind, owner=key):
                         await self.store.delete_record(kind, record.id)
+                        self._writes.pop(record.id, None)
                 await thread.delete()
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -451,13 +567,13 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         """
         runs = set(run_ids)
         async with self._lock:
-            for _, _, thread in await self._threads_for(None):
-                doomed = []
-                for cid, entry in await self._entries(thread):
-                    doc = await self._doc(str(entry["doc"]))
-                    if doc["metadata"].get("run_id") in runs:
-                        doomed.append(cid)
-                await self._hide(thread, doomed)
+            for _, _, known in await self._knowns_for(None):
+                doomed = [
+                    cid
+                    for cid, entry in known.live()
+                    if self._doc(entry)["metadata"].get("run_id") in runs
+                ]
+                await self._hide(known, doomed)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and pending write of a thread (all namespaces) to another.
@@ -465,21 +581,25 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         The checkpoints are put again oldest first, each after its parent, so the copy
         stores its messages once too.
         """
-        for ns in await self._namespaces(source_thread_id):
-            thread = await self._thread(source_thread_id, ns)
-            if thread is None:
-                continue
-            for cid, entry in reversed(await self._entries(thread)):
-                tup = await self._tuple(thread, source_thread_id, ns, cid, entry)
-                target: RunnableConfig = {
-                    "configurable": {"thread_id": target_thread_id, "checkpoint_ns": ns}
-                }
-                if tup.parent_config is not None:
-                    parent = tup.parent_config["configurable"]["checkpoint_id"]
-                    target["configurable"]["checkpoint_id"] = parent
-                versions = tup.checkpoint["channel_versions"]
-                stored = await self.aput(target, tup.checkpoint, tup.metadata, dict(versions))
-                await self._copy_writes(thread.id, cid, stored)
+        async with self._lock:
+            copies = []
+            for _, ns, known in await self._knowns_for(
+                {"configurable": {"thread_id": source_thread_id}}
+            ):
+                for cid, entry in reversed(known.live()):
+                    tup = await self._tuple(known, source_thread_id, ns, cid, entry)
+                    copies.append((known.thread.id, ns, cid, tup))
+        for source_key, ns, cid, tup in copies:
+            target: RunnableConfig = {
+                "configurable": {"thread_id": target_thread_id, "checkpoint_ns": ns}
+            }
+            if tup.parent_config is not None:
+                parent = tup.parent_config["configurable"]["checkpoint_id"]
+                target["configurable"]["checkpoint_id"] = parent
+            versions = tup.checkpoint["channel_versions"]
+            stored = await self.aput(target, tup.checkpoint, tup.metadata, dict(versions))
+            async with self._lock:
+                await self._copy_writes(source_key, cid, stored)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only the newest checkpoint of each namespace ("keep_latest"), or none ("delete").
@@ -497,28 +617,174 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                 await self.adelete_thread(thread_id)
                 continue
             async with self._lock:
-                for ns in await self._namespaces(thread_id):
-                    thread = await self._thread(thread_id, ns)
-                    if thread is not None:
-                        entries = await self._entries(thread)
-                        await self._hide(thread, [cid for cid, _ in entries[1:]])
+                for _, _, known in await self._knowns_for(
+                    {"configurable": {"thread_id": thread_id}}
+                ):
+                    await self._hide(known, [cid for cid, _ in known.live()[1:]])
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> None:
+        """`aput`, with the lock held."""
+        thread_id, ns = _ids(config)
+        parent_id = get_checkpoint_id(config)
+        known = await self._for_write(thread_id, ns, parent_id)
+        parent = known.entries.get(parent_id) if parent_id is not None else None
+        if parent is not None and parent.get("deleted"):
+            parent = None
+        plan = await self._plan_messages(known, checkpoint, new_versions, parent)
+        skip = self.messages_channel if plan is not None else None
+        channels, digests = await self._pack_channels(checkpoint, new_versions, parent, skip)
+        doc = {
+            "checkpoint": {k: v for k, v in checkpoint.items() if k != "channel_values"},
+            "metadata": get_serializable_checkpoint_metadata(config, metadata),
+            "channels": channels,
+        }
+        entry: dict[str, Any] = {
+            "id": checkpoint["id"],
+            "doc": _packed(self.serde.dumps_typed(doc)),
+        }
+        if parent_id is not None:
+            entry["parent"] = parent_id
+        if digests:  # the blobs it uses, listed where `vacuum()` sees them (kept alive)
+            await self._hold_blobs(known.thread.id, checkpoint["id"], digests)
+        await self._write(known, entry, plan)
+
+    async def _write(
+        self, known: _Known, entry: dict[str, Any], plan: _MessagesPlan | None
+    ) -> None:
+        """The thread checkpoint standing for `entry`, with the plan's new messages."""
+        thread = known.thread
+        before = thread.version
+        label = _label(str(entry["id"]))
+        if plan is not None:
+            entry["messages"] = plan.entry()
+        if plan is not None and plan.new:
+            made = await thread.on_new_messages(
+                [h.stored for h in plan.new],
+                checkpoint=label,
+                checkpoint_metadata={_META_KEY: entry},
+            )
+            assert made is not None  # a checkpoint was asked for
+            first = made.message_count - len(plan.new)
+            for position, held in enumerate(plan.new, first):
+                known.held[position] = held
+        else:
+            made = await thread.checkpoint(label, metadata={_META_KEY: entry})
+        if thread.version == before + 1:  # nobody else wrote meanwhile
+            known.entries[str(entry["id"])] = _resolved(entry, made.message_count)
+        else:
+            known.stale = True
+
+    async def _plan_messages(
+        self,
+        known: _Known,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+        parent: dict[str, Any] | None,
+    ) -> _MessagesPlan | None:
+        """The checkpoint's messages: the parent's as they are, or what to append.
+
+        None when the messages channel holds no list of messages (it is then stored as
+        any other channel). At the parent's version (and not new) the list is the
+        parent's, as LangGraph's own savers read it; else the longest common start of
+        both lists is kept and the rest appended.
+        """
+        channel = self.messages_channel
+        version = checkpoint["channel_versions"].get(channel)
+        if version is None:
+            return None
+        before = parent.get("messages") if parent is not None else None
+        if not isinstance(before, dict):
+            before = None
+        if channel not in new_versions and before is not None and before["version"] == version:
+            return _MessagesPlan(before["ranges"], int(before["count"]), version, [])
+        value = checkpoint["channel_values"].get(channel)
+        if not _is_message_list(value):
+            return None
+        messages = cast(builtins.list[BaseMessage], value)
+        keep = 0
+        kept: Ranges = []
+        if before is not None:
+            positions = _positions(before["ranges"])
+            await self._hold_ranges(known, before["ranges"])
+            held = known.held
+            limit = min(len(positions), len(messages))
+            while keep < limit and message_to_dict(messages[keep]) == held[positions[keep]].dumped:
+                keep += 1
+            kept = _prefix(before["ranges"], keep)
+        new = [_hold(m, self.serde) for m in messages[keep:]]
+        return _MessagesPlan(kept, len(messages), version, new)
+
+    async def _pack_channels(
+        self,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+        parent: dict[str, Any] | None,
+        skip: str | None,
+    ) -> tuple[dict[str, builtins.list[Any]], builtins.list[str]]:
+        """The channel values as stored (by channel), and the blob digests they use.
+
+        A channel not in `new_versions` that the parent has at the same version keeps
+        the parent's value, as LangGraph's own savers read it. A value of at most
+        `_INLINE_BYTES` serialized is kept in the checkpoint; a larger one is a blob.
+        """
+        stored_before = self._doc(parent)["channels"] if parent is not None else {}
+        values = checkpoint["channel_values"]
+        channels: dict[str, builtins.list[Any]] = {}
+        digests: builtins.list[str] = []
+        for channel, version in checkpoint["channel_versions"].items():
+            if channel == skip:
+                continue
+            stored = stored_before.get(channel)
+            if channel in new_versions or stored is None or stored[0] != version:
+                if channel not in values:
+                    continue
+                kind, data = self.serde.dumps_typed(values[channel])
+                if len(data) <= _INLINE_BYTES:
+                    stored = [version, [kind, data]]
+                else:
+                    stored = [version, await self.store.put_blob(kind.encode() + b"\n" + data)]
+            channels[channel] = stored
+            if isinstance(stored[1], str):
+                digests.append(stored[1])
+        return channels, digests
 
     async def _hold_blobs(self, key: str, checkpoint_id: str, digests: Sequence[str]) -> None:
         record_id = f"{key}.{_digest(checkpoint_id)}"
-        existing = await self.store.get_record(_BLOBS_KIND, record_id)
-        version = existing.version if existing is not None else 0
         refs: builtins.list[JsonValue] = list(dict.fromkeys(digests))
         held = Record(kind=_BLOBS_KIND, id=record_id, owner=key, data={"blobs": refs})
-        await self.store.put_record(
-            held.model_copy(update={"version": version}), expected_version=version
-        )
+        version = 0  # a new checkpoint's, usually: read it only if it is there
+        while True:
+            try:
+                await self.store.put_record(
+                    held.model_copy(update={"version": version}), expected_version=version
+                )
+                return
+            except ConflictError:
+                existing = await self.store.get_record(_BLOBS_KIND, record_id)
+                version = existing.version if existing is not None else 0
 
-    async def _hide(self, thread: ChatMessageThread, checkpoint_ids: Sequence[str]) -> None:
+    async def _hide(self, known: _Known, checkpoint_ids: Sequence[str]) -> None:
+        thread = known.thread
         for cid in checkpoint_ids:
             tombstone = {"id": cid, "deleted": True}
+            before = thread.version
             await thread.checkpoint(_label(cid), metadata={_META_KEY: tombstone})
-            await self.store.delete_record(_WRITES_KIND, f"{thread.id}.{_digest(cid)}")
-            await self.store.delete_record(_BLOBS_KIND, f"{thread.id}.{_digest(cid)}")
+            if thread.version == before + 1:
+                known.entries[cid] = tombstone
+            else:
+                known.stale = True
+            record_id = f"{thread.id}.{_digest(cid)}"
+            await self.store.delete_record(_WRITES_KIND, record_id)
+            await self.store.delete_record(_BLOBS_KIND, record_id)
+            self._writes.pop(record_id, None)
 
     async def _copy_writes(
         self, source_key: str, checkpoint_id: str, target: RunnableConfig
@@ -533,135 +799,118 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         )
         existing = await self.store.get_record(_WRITES_KIND, copy.id)
         version = existing.version if existing is not None else 0
+        self._writes.pop(copy.id, None)
         await self.store.put_record(
             copy.model_copy(update={"version": version}), expected_version=version
         )
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- reading ---------------------------------------------------------------------------
 
-    async def _threads_for(
+    async def _for_write(self, thread_id: str, ns: str, parent_id: str | None) -> _Known:
+        """The thread to put a checkpoint in (created if new), as this saver knows it.
+
+        Read from the store only when this saver does not know it, another writer moved
+        it, or the parent is a checkpoint this saver has not seen; a write on a handle
+        that another writer moved since retries after reading it again.
+        """
+        key = thread_key(thread_id, ns)
+        known = self._known.get(key)
+        parent_known = known is not None and (parent_id is None or parent_id in known.entries)
+        if known is not None and parent_known and not known.stale:
+            return known
+        thread = await ChatMessageThread.get_or_create(
+            key,
+            store=self.store,
+            tags={_META_KEY: _digest(thread_id)},
+            metadata={_META_KEY: {"thread_id": thread_id, "ns": ns}},
+            lazy=True,
+        )
+        return await self._adopt(thread)
+
+    async def _read(self, key: str) -> _Known | None:
+        """The thread as stored now (one record read), or None; known again if unchanged."""
+        record = await self.store.get_record(THREAD_KIND, key)
+        if record is None:
+            self._known.pop(key, None)
+            return None
+        known = self._known.get(key)
+        if known is not None and not known.stale and _same(known.thread.record, record):
+            return known
+        thread = await ChatMessageThread.load(key, store=self.store, lazy=True)
+        return await self._adopt(thread)
+
+    async def _adopt(self, thread: ChatMessageThread) -> _Known:
+        """Know `thread` as read now: its checkpoints read from its log again."""
+        entries: dict[str, dict[str, Any]] = {}
+        for cp in await thread.checkpoints():
+            entry = cp.metadata.get(_META_KEY)
+            if isinstance(entry, dict):  # the last put of an id wins
+                entries[str(entry["id"])] = _resolved(entry, cp.message_count)
+        old = self._known.pop(thread.id, None)
+        same = old is not None and old.thread.created_at == thread.created_at
+        known = _Known(thread, entries, old.held if old is not None and same else {})
+        if len(self._known) >= _KNOWN_THREADS:
+            del self._known[next(iter(self._known))]
+        self._known[thread.id] = known
+        return known
+
+    async def _knowns_for(
         self, config: RunnableConfig | None
-    ) -> builtins.list[tuple[str, str, ChatMessageThread]]:
+    ) -> builtins.list[tuple[str, str, _Known]]:
         """The (thread_id, namespace, thread) a `list` call reads."""
-        threads: builtins.list[tuple[str, str, ChatMessageThread]] = []
+        keys: builtins.list[str]
         if config is None:
-            for record in await self.store.list_records(THREAD_KIND, tags=[_META_KEY]):
-                thread = await ChatMessageThread.load(record.id, store=self.store, lazy=True)
-                where = thread.metadata.get(_META_KEY)
-                if isinstance(where, dict):
-                    threads.append((str(where["thread_id"]), str(where["ns"]), thread))
+            records = await self.store.list_records(THREAD_KIND, tags=[_META_KEY])
+            keys = [r.id for r in records]
         else:
             thread_id = str(config["configurable"]["thread_id"])
-            namespaces = _namespaces(config)
-            for ns in namespaces if namespaces is not None else await self._namespaces(thread_id):
-                found = await self._thread(thread_id, ns)
-                if found is not None:
-                    threads.append((thread_id, ns, found))
-        return threads
-
-    async def _store_channels(
-        self,
-        thread: ChatMessageThread,
-        checkpoint: Checkpoint,
-        new_versions: ChannelVersions,
-        parent: dict[str, Any] | None,
-    ) -> tuple[dict[str, builtins.list[Any]], dict[str, Any] | None]:
-        """Store the channel values: blob digests by channel, and the messages' ranges.
-
-        A channel not in `new_versions` and not given keeps its parent's value when the
-        parent has it at the same version (as LangGraph's own savers load it).
-        """
-        parent_doc = await self._doc(parent["doc"]) if parent is not None else None
-        values = dict(checkpoint["channel_values"])
-        versions = checkpoint["channel_versions"]
-        channels: dict[str, builtins.list[Any]] = {}
-        messages_entry: dict[str, Any] | None = None
-        for channel, version in versions.items():
-            inherited = _inherit(parent_doc, parent, channel, version, self.messages_channel)
-            if channel not in new_versions and channel not in values and inherited:
-                if channel == self.messages_channel and isinstance(inherited, dict):
-                    messages_entry = inherited
-                else:
-                    channels[channel] = cast(builtins.list[Any], inherited)
-                continue
-            if channel not in values:
-                continue
-            value = values[channel]
-            if channel == self.messages_channel and _is_message_list(value):
-                messages_entry = await self._put_messages(
-                    thread, cast(builtins.list[BaseMessage], value), parent, version
-                )
+            ns = config["configurable"].get("checkpoint_ns")
+            if ns is not None:
+                keys = [thread_key(thread_id, str(ns))]
             else:
-                channels[channel] = [version, await self._put_value(value)]
-        return channels, messages_entry
-
-    async def _thread(self, thread_id: str, ns: str) -> ChatMessageThread | None:
-        key = thread_key(thread_id, ns)
-        if await self.store.get_record(THREAD_KIND, key) is None:
-            return None
-        return await ChatMessageThread.load(key, store=self.store, lazy=True)
-
-    async def _namespaces(self, thread_id: str) -> builtins.list[str]:
+                keys = await ChatMessageThread.find(
+                    self.store, tags={_META_KEY: _digest(thread_id)}
+                )
         found = []
-        tags = {_META_KEY: _digest(thread_id)}
-        for key in await ChatMessageThread.find(self.store, tags=tags):
-            record = await self.store.get_record(THREAD_KIND, key)
-            if record is None:
+        for key in keys:
+            known = await self._read(key)
+            where = known.where() if known is not None else None
+            if known is None or where is None:
                 continue
-            thread = await ChatMessageThread.load(key, store=self.store, lazy=True)
-            where = thread.metadata.get(_META_KEY)
-            if isinstance(where, dict) and where.get("thread_id") == thread_id:
-                found.append(str(where["ns"]))
+            if config is None or where[0] == str(config["configurable"]["thread_id"]):
+                found.append((*where, known))
         return found
 
-    async def _entries(
-        self, thread: ChatMessageThread
-    ) -> builtins.list[tuple[str, dict[str, Any]]]:
-        """The thread's LangGraph checkpoints, newest id first (the last put of an id wins).
+    async def _hold_ranges(self, known: _Known, ranges: Ranges) -> None:
+        """Read into `known.held` the messages of `ranges` it does not hold yet."""
+        held = known.held
+        for start, end in ranges:
+            if all(p in held for p in range(start, end)):
+                continue
+            for position, message in enumerate(await known.thread.get_messages(start, end), start):
+                held[position] = _held_from(message, self.serde)
 
-        Kept for the thread's record version: the log is read again only when the thread
-        changed since (by another saver or process).
-        """
-        key = (thread.created_at, thread.version)
-        cached = self._entry_cache.get(thread.id)
-        if cached is not None and cached[0] == key:
-            latest = cached[1]
-        else:
-            latest = {}
-            checkpoints: Sequence[ThreadCheckpoint] = await thread.checkpoints()
-            for cp in checkpoints:
-                entry = cp.metadata.get(_META_KEY)
-                if isinstance(entry, dict):
-                    latest[str(entry["id"])] = cast(dict[str, Any], entry)
-            self._remember(thread, latest)
-        live = [(cid, entry) for cid, entry in latest.items() if not entry.get("deleted")]
-        return sorted(live, key=lambda item: item[0], reverse=True)
-
-    def _remember(self, thread: ChatMessageThread, entries: dict[str, dict[str, Any]]) -> None:
-        if len(self._entry_cache) > 256:
-            self._entry_cache.clear()
-        self._entry_cache[thread.id] = ((thread.created_at, thread.version), entries)
+    def _doc(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """The entry's document, decoded anew (LangGraph changes what it is given)."""
+        return cast(dict[str, Any], self.serde.loads_typed(_unpacked(entry["doc"])))
 
     async def _tuple(
         self,
-        thread: ChatMessageThread,
+        known: _Known,
         thread_id: str,
         ns: str,
         checkpoint_id: str,
         entry: dict[str, Any],
     ) -> CheckpointTuple:
-        # LangGraph changes the checkpoint it is given in place: give it a copy
-        doc = copy.deepcopy(await self._doc(str(entry["doc"])))
+        doc = self._doc(entry)
         values: dict[str, Any] = {}
-        for channel, (_, digest) in doc["channels"].items():
-            values[channel] = await self._value(digest)
+        for channel, (_, ref) in doc["channels"].items():
+            values[channel] = await self._value(ref)
         held = entry.get("messages")
         if isinstance(held, dict):
-            messages: builtins.list[BaseMessage] = []
-            for start, end in held["ranges"]:
-                for message in await thread.get_messages(start, end):
-                    messages.append(to_langchain(message, self.serde))
-            values[self.messages_channel] = messages
+            await self._hold_ranges(known, held["ranges"])
+            messages = [known.held[p] for p in _positions(held["ranges"])]
+            values[self.messages_channel] = _fresh(messages, self.serde)
         checkpoint = cast(Checkpoint, {**doc["checkpoint"], "channel_values": values})
         config: RunnableConfig = {
             "configurable": {
@@ -680,7 +929,16 @@ class ThreadSaver(BaseCheckpointSaver[str]):
                     "checkpoint_id": parent,
                 }
             }
-        record = await self.store.get_record(_WRITES_KIND, f"{thread.id}.{_digest(checkpoint_id)}")
+        return CheckpointTuple(
+            config=config,
+            checkpoint=checkpoint,
+            metadata=cast(CheckpointMetadata, doc["metadata"]),
+            parent_config=parent_config,
+            pending_writes=await self._pending(known.thread.id, checkpoint_id),
+        )
+
+    async def _pending(self, key: str, checkpoint_id: str) -> builtins.list[tuple[str, str, Any]]:
+        record = await self.store.get_record(_WRITES_KIND, f"{key}.{_digest(checkpoint_id)}")
         pending: builtins.list[tuple[str, str, Any]] = []
         if record is not None:
             rows = sorted(
@@ -690,99 +948,29 @@ class ThreadSaver(BaseCheckpointSaver[str]):
             for task_id, _, channel, kind, data, _path in rows:
                 value = self.serde.loads_typed((kind, base64.b64decode(data)))
                 pending.append((task_id, channel, value))
-        return CheckpointTuple(
-            config=config,
-            checkpoint=checkpoint,
-            metadata=cast(CheckpointMetadata, doc["metadata"]),
-            parent_config=parent_config,
-            pending_writes=pending,
-        )
+        return pending
 
-    async def _put_value(self, value: Any) -> str:
-        kind, data = self.serde.dumps_typed(value)
-        return await self.store.put_blob(kind.encode() + b"\n" + data)
-
-    async def _value(self, digest: str | None) -> Any:
-        if digest is None:
-            return None
-        blob = await self.store.get_blob(digest)
+    async def _value(self, ref: Any) -> Any:
+        """A channel value kept in the checkpoint (`[kind, data]`) or a blob (a digest)."""
+        if not isinstance(ref, str):
+            kind, data = ref
+            return self.serde.loads_typed((str(kind), bytes(data)))
+        blob = await self.store.get_blob(ref)
         if blob is None:
-            raise InvalidValueError(f"LangGraph blob {digest!r}", reason="missing from the store")
-        kind, _, data = blob.partition(b"\n")
-        return self.serde.loads_typed((kind.decode(), data))
-
-    async def _doc(self, digest: str) -> dict[str, Any]:
-        doc = self._docs.get(digest)
-        if doc is None:
-            doc = cast(dict[str, Any], await self._value(digest))
-            if len(self._docs) > 1024:
-                self._docs.clear()
-            self._docs[digest] = doc
-        return doc
-
-    async def _put_messages(
-        self,
-        thread: ChatMessageThread,
-        messages: builtins.list[BaseMessage],
-        parent: dict[str, Any] | None,
-        version: Any,
-    ) -> dict[str, Any]:
-        """Append what the parent's list lacks; the ranges of the whole list in the log."""
-        hashes = _prefix_hashes(messages)
-        before = parent.get("messages") if parent is not None else None
-        ranges: Ranges = []
-        start = 0
-        if isinstance(before, dict):
-            count = int(before["count"])
-            if count <= len(messages) and hashes[count] == before["hash"]:
-                ranges = [list(r) for r in before["ranges"]]
-                start = count
-        new = messages[start:]
-        if new:
-            batch = [from_langchain(m, self.serde) for m in new]
-            await thread.on_new_messages(batch)
-            end = thread.head
-            first = end - len(batch)
-            if ranges and ranges[-1][1] == first:
-                ranges[-1][1] = end
-            else:
-                ranges.append([first, end])
-        return {
-            "ranges": ranges,
-            "count": len(messages),
-            "hash": hashes[-1],
-            "version": version,
-        }
+            raise InvalidValueError(f"LangGraph blob {ref!r}", reason="missing from the store")
+        kind_bytes, _, data = blob.partition(b"\n")
+        return self.serde.loads_typed((kind_bytes.decode(), data))
 
 
-def _inherit(
-    parent_doc: dict[str, Any] | None,
-    parent: dict[str, Any] | None,
-    channel: str,
-    version: Any,
-    messages_channel: str,
-) -> Any:
-    """The parent's stored value of `channel` if it is at `version` (else None)."""
-    if parent_doc is None or parent is None:
-        return None
-    if channel == messages_channel:
-        held = parent.get("messages")
-        if isinstance(held, dict) and held.get("version") == version:
-            return held
-    stored = parent_doc["channels"].get(channel)
-    if stored is not None and stored[0] == version:
-        return stored
-    return None
+def _same(held: Record, stored: Record) -> bool:
+    """Whether a stored thread record is the one a handle holds (same thread, version)."""
+    created = held.data.get("created_at") == stored.data.get("created_at")
+    return created and held.version == stored.version
 
 
 def _ids(config: RunnableConfig) -> tuple[str, str]:
     configurable = config["configurable"]
     return str(configurable["thread_id"]), str(configurable.get("checkpoint_ns", ""))
-
-
-def _namespaces(config: RunnableConfig) -> list[str] | None:
-    ns = config["configurable"].get("checkpoint_ns")
-    return None if ns is None else [str(ns)]
 
 
 def _label(checkpoint_id: str) -> str:

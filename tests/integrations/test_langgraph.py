@@ -222,3 +222,71 @@ async def test_vacuum_keeps_what_the_checkpoints_use() -> None:
         await store.vacuum(grace=0)
         fresh = _graph(ThreadSaver(store))  # no cached documents
         assert [s.values async for s in fresh.aget_state_history(_config("v"))] == before
+
+
+async def test_a_message_changed_in_place_by_a_caller_changes_no_checkpoint() -> None:
+    async with MemoryStore() as store:
+        graph = _graph(ThreadSaver(store))
+        await graph.ainvoke({"messages": [HumanMessage("q0")]}, _config("m"))
+        state = await graph.aget_state(_config("m"))
+        state.values["messages"][0].content = "changed"  # the caller's copy only
+        state.values["messages"][1].additional_kwargs["x"] = {"y": 1}
+        again = await graph.aget_state(_config("m"))
+        assert _texts(again.values["messages"]) == ["q0", "echo: q0"]
+        assert again.values["messages"][1].additional_kwargs == {}
+
+
+async def test_replacing_the_last_message_appends_only_that_one() -> None:
+    async with MemoryStore() as store:
+        graph = _graph(ThreadSaver(store))
+        await graph.ainvoke({"messages": [HumanMessage("q0", id="m0")]}, _config("l"))
+        state = await graph.aget_state(_config("l"))
+        last = state.values["messages"][-1]
+        edited = AIMessage("edited answer", id=last.id)
+        config = await graph.aupdate_state(_config("l"), {"messages": [edited]})
+        assert _texts((await graph.aget_state(config)).values["messages"]) == [
+            "q0",
+            "edited answer",
+        ]
+        thread = await ChatMessageThread.load(thread_key("l"), store=store)
+        assert [m.text for m in thread.messages] == ["q0", "echo: q0", "edited answer"]
+        fresh = _graph(ThreadSaver(store))  # reads the ranges back from the store
+        assert _texts((await fresh.aget_state(config)).values["messages"]) == [
+            "q0",
+            "edited answer",
+        ]
+
+
+async def test_a_thread_deleted_and_begun_again_elsewhere_reads_as_the_new_one() -> None:
+    async with MemoryStore() as store:
+        first_saver, second_saver = ThreadSaver(store), ThreadSaver(store)
+        first, second = _graph(first_saver), _graph(second_saver)
+        for n in range(2):
+            await first.ainvoke({"messages": [HumanMessage(f"old {n}")]}, _config("d"))
+        await second_saver.adelete_thread("d")
+        await second.ainvoke({"messages": [HumanMessage("new")]}, _config("d"))
+        state = await first.aget_state(_config("d"))
+        assert _texts(state.values["messages"]) == ["new", "echo: new"]
+        await first.ainvoke({"messages": [HumanMessage("next")]}, _config("d"))
+        state = await second.aget_state(_config("d"))
+        assert _texts(state.values["messages"]) == ["new", "echo: new", "next", "echo: next"]
+
+
+async def test_a_large_channel_value_is_a_blob_vacuum_keeps() -> None:
+    class State(MessagesState):
+        notes: str
+
+    def note(state: State) -> dict[str, Any]:
+        return {"messages": [AIMessage("ok")], "notes": "n" * 10_000}
+
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(State)
+    builder.add_node("note", note)
+    builder.add_edge(START, "note")
+    async with MemoryStore() as store:
+        graph = builder.compile(checkpointer=ThreadSaver(store))
+        await graph.ainvoke({"messages": [HumanMessage("q")]}, _config("b"))
+        assert len(await store.list_blobs()) == 1  # the notes, once
+        await store.vacuum(grace=0)
+        fresh = builder.compile(checkpointer=ThreadSaver(store))
+        state = await fresh.aget_state(_config("b"))
+        assert state.values["notes"] == "n" * 10_000
