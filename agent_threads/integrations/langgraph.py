@@ -203,17 +203,35 @@ def _held_from(stored: Message, serde: SerializerProtocol) -> _Held:
     return _Held(message_to_dict(to_langchain(stored, serde)), None, stored)
 
 
+_CLASSES: dict[str, type[BaseMessage]] = {
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+}
+
+
 def _fresh(held: Sequence[_Held], serde: SerializerProtocol) -> builtins.list[BaseMessage]:
-    """New LangChain messages for held ones (nothing shared with what the saver holds)."""
-    texts = [h.text for h in held]
-    if all(t is not None for t in texts):
-        return messages_from_dict(json.loads("[" + ",".join(cast(list[str], texts)) + "]"))
-    return [
-        messages_from_dict([json.loads(h.text)])[0]
-        if h.text is not None
-        else to_langchain(h.stored, serde)
-        for h in held
-    ]
+    """New LangChain messages for held ones (nothing shared with what the saver holds).
+
+    A message of the four usual types is rebuilt from its own `model_dump` (what
+    `message_to_dict` holds, read from new JSON) without validating it again; others go
+    through `messages_from_dict`.
+    """
+    fresh: builtins.list[BaseMessage] = []
+    texts = [h.text for h in held if h.text is not None]
+    dumped = iter(json.loads("[" + ",".join(texts) + "]"))
+    for h in held:
+        if h.text is None:
+            fresh.append(to_langchain(h.stored, serde))
+            continue
+        item = next(dumped)
+        cls = _CLASSES.get(item["type"])
+        if cls is not None and isinstance(item.get("data"), dict):
+            fresh.append(cls.model_construct(**item["data"]))
+        else:
+            fresh.extend(messages_from_dict([item]))
+    return fresh
 
 
 @dataclass
@@ -823,7 +841,6 @@ class ThreadSaver(BaseCheckpointSaver[str]):
             store=self.store,
             tags={_META_KEY: _digest(thread_id)},
             metadata={_META_KEY: {"thread_id": thread_id, "ns": ns}},
-            lazy=True,
         )
         return await self._adopt(thread)
 
@@ -836,7 +853,7 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         known = self._known.get(key)
         if known is not None and not known.stale and _same(known.thread.record, record):
             return known
-        thread = await ChatMessageThread.load(key, store=self.store, lazy=True)
+        thread = await ChatMessageThread.load(key, store=self.store)
         return await self._adopt(thread)
 
     async def _adopt(self, thread: ChatMessageThread) -> _Known:

@@ -11,7 +11,14 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -290,3 +297,30 @@ async def test_a_large_channel_value_is_a_blob_vacuum_keeps() -> None:
         fresh = builder.compile(checkpointer=ThreadSaver(store))
         state = await fresh.aget_state(_config("b"))
         assert state.values["notes"] == "n" * 10_000
+
+
+async def test_every_kind_of_message_reads_back_equal() -> None:
+    def tools(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        call = {"name": "add", "args": {"a": [1, 2]}, "id": "c1", "type": "tool_call"}
+        usage = {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}
+        return {
+            "messages": [
+                AIMessage("", tool_calls=[call], usage_metadata=usage),
+                ToolMessage("3", tool_call_id="c1", artifact={"sum": 3}),
+                ChatMessage(content="fine", role="critic"),
+                SystemMessage("be brief", additional_kwargs={"x": {"y": 1}}),
+            ]
+        }
+
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(MessagesState)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "tools")
+    async with MemoryStore() as store:
+        graph = builder.compile(checkpointer=ThreadSaver(store))
+        result = await graph.ainvoke({"messages": [HumanMessage("add")]}, _config("k"))
+        for saver in (graph, builder.compile(checkpointer=ThreadSaver(store))):
+            state = await saver.aget_state(_config("k"))
+            assert state.values["messages"] == result["messages"]
+            assert [type(m) for m in state.values["messages"]] == [
+                type(m) for m in result["messages"]
+            ]
