@@ -6,7 +6,8 @@ Contenders, side by side in one run (issue #14's target table):
   `PostgresStore` when their servers answer, for the rows that concern them);
 - the OpenAI Agents SDK's `SQLiteSession` and `AsyncSQLiteSession`, file-backed, as shipped;
 - LangGraph's `AsyncSqliteSaver` under a real `StateGraph` with a `messages` channel
-  (`add_messages`) whose one node appends a fixed assistant message;
+  (`add_messages`) whose one node appends a fixed assistant message, and the same graph
+  compiled with agent-threads' `ThreadSaver` on a `SQLiteStore` file (issue #17);
 - raw-driver baselines doing the work a store must do: serialize each message with the
   same pydantic model (`Message.model_dump_json()`), insert it, commit: aiosqlite (WAL,
   synchronous=NORMAL, one connection), asyncpg, redis-py `RPUSH`.
@@ -17,10 +18,13 @@ per call (one round first, unrecorded, warms connections and statement caches). 
 LangGraph comparison runs turn by turn, the contenders in a fresh order each turn.
 
 Run: .venv/bin/python bench/peers.py   (writes bench/results/peers.md)
+     .venv/bin/python bench/peers.py --only turns   (the LangGraph turns alone, printed;
+     nothing written)
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import hashlib
 import json
@@ -46,6 +50,7 @@ from agents import SQLiteSession, TResponseInputItem
 from agents.extensions.memory import AsyncSQLiteSession
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -55,6 +60,7 @@ from pydantic import TypeAdapter
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: find bench/
 
 from agent_threads import ChatMessageThread, Message, SQLiteStore, Usage
+from agent_threads.integrations.langgraph import ThreadSaver
 from agent_threads.stores.postgres import PostgresStore
 from agent_threads.stores.redis import RedisStore
 from bench.stores import reachable
@@ -458,7 +464,7 @@ def reply(state: MessagesState) -> dict[str, list[AnyMessage]]:
     return {"messages": [AIMessage(ANSWER)]}
 
 
-def graph_for(saver: AsyncSqliteSaver) -> CompiledStateGraph[MessagesState]:
+def graph_for(saver: BaseCheckpointSaver[str]) -> CompiledStateGraph[MessagesState]:
     builder = StateGraph(MessagesState)
     builder.add_node("reply", reply)
     builder.add_edge(START, "reply")
@@ -479,13 +485,16 @@ class Turner:
 
 LG_EXIT = "LangGraph AsyncSqliteSaver, durability='exit'"
 LG_ASYNC = "LangGraph AsyncSqliteSaver, durability='async' (default)"
+LG_ASYNC_NORMAL = "LangGraph AsyncSqliteSaver, durability='async', synchronous=NORMAL"
+TS_EXIT = "LangGraph ThreadSaver (SQLiteStore), durability='exit'"
+TS_ASYNC = "LangGraph ThreadSaver (SQLiteStore), durability='async' (default)"
+SAVER_PAIRS = (("'async'", TS_ASYNC, LG_ASYNC), ("'exit'", TS_EXIT, LG_EXIT))
+"""Each durability, with ThreadSaver's row and AsyncSqliteSaver's (as shipped) row."""
 
 
-async def langgraph_turner(
-    stack: AsyncExitStack, name: str, path: Path, durability: Durability
+def graph_turner(
+    saver: BaseCheckpointSaver[str], name: str, path: Path, durability: Durability
 ) -> Turner:
-    saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
-    await saver.setup()
     graph = graph_for(saver)
     config: RunnableConfig = {"configurable": {"thread_id": "chat"}}
 
@@ -493,6 +502,25 @@ async def langgraph_turner(
         await graph.ainvoke({"messages": [HumanMessage(question)]}, config, durability=durability)
 
     return Turner(name, turn, path)
+
+
+async def langgraph_turner(
+    stack: AsyncExitStack, name: str, path: Path, durability: Durability, *, normal: bool = False
+) -> Turner:
+    """The graph on `AsyncSqliteSaver` as shipped (or with synchronous=NORMAL, as SQLiteStore)."""
+    saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
+    await saver.setup()
+    if normal:
+        await saver.conn.execute("PRAGMA synchronous = NORMAL")
+    return graph_turner(saver, name, path, durability)
+
+
+async def thread_saver_turner(
+    stack: AsyncExitStack, name: str, path: Path, durability: Durability
+) -> Turner:
+    """The same graph on agent-threads' `ThreadSaver`, over a `SQLiteStore` file of its own."""
+    store = await stack.enter_async_context(SQLiteStore(path))
+    return graph_turner(ThreadSaver(store), name, path, durability)
 
 
 def _checkpointed_size(path: Path) -> int:
@@ -522,6 +550,11 @@ async def turners(stack: AsyncExitStack, root: Path) -> list[Turner]:
         Turner(SQLITE_TURN, ours, root / "threads.db"),
         await langgraph_turner(stack, LG_EXIT, root / "lg-exit.db", "exit"),
         await langgraph_turner(stack, LG_ASYNC, root / "lg-async.db", "async"),
+        await langgraph_turner(
+            stack, LG_ASYNC_NORMAL, root / "lg-async-normal.db", "async", normal=True
+        ),
+        await thread_saver_turner(stack, TS_EXIT, root / "ts-exit.db", "exit"),
+        await thread_saver_turner(stack, TS_ASYNC, root / "ts-async.db", "async"),
         Turner(SESSION + " (no checkpoints)", sessions, root / "session.db"),
     ]
 
@@ -594,7 +627,12 @@ def targets(a: Appends, loads_: Loads, turns: list[Turner]) -> list[Target]:
                     s.ratio(store, raw) <= 1.5,
                 )
             )
-    return out + load_targets(s, e, loads_.tail) + langgraph_targets(turns)
+    return [
+        *out,
+        *load_targets(s, e, loads_.tail),
+        *langgraph_targets(turns),
+        *saver_targets(turns),
+    ]
 
 
 def load_targets(s: Figures, e: Figures, tail: Figures) -> list[Target]:
@@ -622,11 +660,52 @@ def load_targets(s: Figures, e: Figures, tail: Figures) -> list[Target]:
     ]
 
 
+def _turn_ratio(ours: Turner, theirs: Turner) -> float:
+    """The median over turns of the two contenders' times in the same turn."""
+    pairs = zip(ours.times, theirs.times, strict=True)
+    return statistics.median(mine / other for mine, other in pairs)
+
+
+def _saver_figures(by: dict[str, Turner], measure: Callable[[Turner, Turner], str]) -> str:
+    return "; ".join(
+        f"{durability}: {measure(by[ours], by[theirs])}" for durability, ours, theirs in SAVER_PAIRS
+    )
+
+
+def saver_targets(turns: list[Turner]) -> list[Target]:
+    """ThreadSaver against AsyncSqliteSaver, same graph and turns, each durability (#17)."""
+    by = {t.name: t for t in turns}
+
+    def bytes_figure(ours: Turner, theirs: Turner) -> str:
+        return f"{ours.bytes / theirs.bytes:.3f}x ({ours.bytes:,} vs {theirs.bytes:,} bytes)"
+
+    def time_figure(ours: Turner, theirs: Turner) -> str:
+        return (
+            f"{_turn_ratio(ours, theirs):.2f}x ({_ms(statistics.median(ours.times))} vs"
+            f" {_ms(statistics.median(theirs.times))} ms, median turn)"
+        )
+
+    pairs = [(by[ours], by[theirs]) for _, ours, theirs in SAVER_PAIRS]
+    return [
+        Target(
+            f"ThreadSaver vs AsyncSqliteSaver: bytes after {TURNS} turns",
+            _saver_figures(by, bytes_figure),
+            "≤ 0.1x (#17: far below)",
+            all(ours.bytes <= 0.1 * theirs.bytes for ours, theirs in pairs),
+        ),
+        Target(
+            "ThreadSaver vs AsyncSqliteSaver: per turn",
+            _saver_figures(by, time_figure),
+            "≤ 1.0x (#17)",
+            all(_turn_ratio(ours, theirs) <= 1.0 for ours, theirs in pairs),
+        ),
+    ]
+
+
 def langgraph_targets(turns: list[Turner]) -> list[Target]:
     by = {t.name: t for t in turns}
     ours, theirs = by[SQLITE_TURN], by[LG_EXIT]
-    pairs = zip(ours.times, theirs.times, strict=True)
-    time_ratio = statistics.median(mine / other for mine, other in pairs)
+    time_ratio = _turn_ratio(ours, theirs)
     return [
         Target(
             f"per turn (2 messages + checkpoint), {TURNS} turns, vs LangGraph graph turn",
@@ -750,8 +829,28 @@ def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) ->
         " records no checkpoint). The contenders go in a fresh order each turn. Bytes: the"
         " database file and its WAL after `wal_checkpoint(TRUNCATE)`.",
         "",
+        "The same graph, the same turns, compiled with agent-threads' `ThreadSaver` on a"
+        " `SQLiteStore` file (issue #17), at each durability: the messages channel is"
+        " stored as appends to a thread (each checkpoint appends only what its parent"
+        " lacked, in the same store write as the thread checkpoint standing for it), the"
+        " other channels in that checkpoint's row (blobs when large). `AsyncSqliteSaver`"
+        " runs as shipped: WAL with SQLite's default synchronous=FULL (every commit"
+        " waits for the disk); `SQLiteStore` uses WAL with synchronous=NORMAL (a commit"
+        " survives a crash of the process; on power loss the last ones may be lost). The"
+        " row with synchronous=NORMAL is `AsyncSqliteSaver` on a connection set so, for"
+        " the same durability as `SQLiteStore`.",
+        "",
     ]
     return "\n".join([*lines, *_turn_table(turns)])
+
+
+async def turns_only() -> None:
+    """The LangGraph turns alone, printed (nothing written): `--only turns`."""
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as name:
+        turns = await langgraph(Path(name))
+    print("\n".join(_turn_table(turns)))
+    for t in [*langgraph_targets(turns), *saver_targets(turns)]:
+        print(f"| {t.measure} | {t.figure} | {t.target} | {_mark(t.ok)} |")
 
 
 async def main() -> None:
@@ -783,4 +882,10 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only",
+        choices=["turns"],
+        help="run one section and print it; bench/results/peers.md is left as it is",
+    )
+    anyio.run(turns_only if parser.parse_args().only == "turns" else main)
