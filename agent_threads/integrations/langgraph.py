@@ -164,15 +164,35 @@ def _serde() -> JsonPlusSerializer:
 class _Held(NamedTuple):
     """A message of a thread's log as the saver holds it in memory.
 
-    `dumped` (LangChain's `message_to_dict`, never handed out) is what a new checkpoint's
-    messages are compared with; `text` (its JSON), or `stored` for a message whose dict
-    is not JSON, makes a fresh LangChain message for each read, so that a caller changing
-    one in place changes nothing here.
+    `pristine` (a LangChain message of its own, never handed out) is what a new
+    checkpoint's messages are compared with; `text` (the message's `message_to_dict` as
+    JSON), or `stored` for a message whose dict is not JSON, makes a fresh LangChain
+    message for each read, so that a caller changing one in place changes nothing here.
     """
 
-    dumped: Any
+    pristine: BaseMessage
     text: str | None
     stored: Message
+
+
+_CLASSES: dict[str, type[BaseMessage]] = {
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+}
+
+
+def _rebuild(dumped: Any) -> BaseMessage:
+    """The LangChain message `message_to_dict` gave `dumped` for (which it now owns).
+
+    One of the four usual types is rebuilt from its own `model_dump` without validating
+    it again; others go through `messages_from_dict`.
+    """
+    cls = _CLASSES.get(dumped["type"])
+    if cls is not None and isinstance(dumped.get("data"), dict):
+        return cls.model_construct(**dumped["data"])
+    return messages_from_dict([dumped])[0]
 
 
 def _hold(message: BaseMessage, serde: SerializerProtocol) -> _Held:
@@ -192,46 +212,38 @@ def _hold(message: BaseMessage, serde: SerializerProtocol) -> _Held:
         kind, data = serde.dumps_typed(message)
         metadata = {_SERDE_KEY: [kind, base64.b64encode(data).decode()]}
     stored = Message(role=role, contents=contents, metadata=metadata)
-    return _Held(dumped, as_json, stored)
+    return _held(as_json, stored, serde)
 
 
 def _held_from(stored: Message, serde: SerializerProtocol) -> _Held:
     """A message read back from the thread, as held."""
     dumped = stored.metadata.get(LANGCHAIN_KEY)
-    if isinstance(dumped, dict):
-        return _Held(dumped, json.dumps(dumped), stored)
-    return _Held(message_to_dict(to_langchain(stored, serde)), None, stored)
+    return _held(json.dumps(dumped) if isinstance(dumped, dict) else None, stored, serde)
 
 
-_CLASSES: dict[str, type[BaseMessage]] = {
-    "human": HumanMessage,
-    "ai": AIMessage,
-    "system": SystemMessage,
-    "tool": ToolMessage,
-}
+def _held(text: str | None, stored: Message, serde: SerializerProtocol) -> _Held:
+    pristine = _rebuild(json.loads(text)) if text is not None else to_langchain(stored, serde)
+    return _Held(pristine, text, stored)
+
+
+def _unchanged(message: BaseMessage, held: _Held) -> bool:
+    """Whether `message` equals the held one (its type and every field, extra ones too)."""
+    pristine = held.pristine
+    return (
+        type(message) is type(pristine)
+        and message.__dict__ == pristine.__dict__
+        and message.__pydantic_extra__ == pristine.__pydantic_extra__
+    )
 
 
 def _fresh(held: Sequence[_Held], serde: SerializerProtocol) -> builtins.list[BaseMessage]:
-    """New LangChain messages for held ones (nothing shared with what the saver holds).
-
-    A message of the four usual types is rebuilt from its own `model_dump` (what
-    `message_to_dict` holds, read from new JSON) without validating it again; others go
-    through `messages_from_dict`.
-    """
-    fresh: builtins.list[BaseMessage] = []
+    """New LangChain messages for held ones (nothing shared with what the saver holds)."""
     texts = [h.text for h in held if h.text is not None]
     dumped = iter(json.loads("[" + ",".join(texts) + "]"))
-    for h in held:
-        if h.text is None:
-            fresh.append(to_langchain(h.stored, serde))
-            continue
-        item = next(dumped)
-        cls = _CLASSES.get(item["type"])
-        if cls is not None and isinstance(item.get("data"), dict):
-            fresh.append(cls.model_construct(**item["data"]))
-        else:
-            fresh.extend(messages_from_dict([item]))
-    return fresh
+    return [
+        _rebuild(next(dumped)) if h.text is not None else to_langchain(h.stored, serde)
+        for h in held
+    ]
 
 
 @dataclass
@@ -734,7 +746,7 @@ class ThreadSaver(BaseCheckpointSaver[str]):
             await self._hold_ranges(known, before["ranges"])
             held = known.held
             limit = min(len(positions), len(messages))
-            while keep < limit and message_to_dict(messages[keep]) == held[positions[keep]].dumped:
+            while keep < limit and _unchanged(messages[keep], held[positions[keep]]):
                 keep += 1
             kept = _prefix(before["ranges"], keep)
         new = [_hold(m, self.serde) for m in messages[keep:]]

@@ -20,6 +20,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
@@ -324,3 +326,28 @@ async def test_every_kind_of_message_reads_back_equal() -> None:
             assert [type(m) for m in state.values["messages"]] == [
                 type(m) for m in result["messages"]
             ]
+
+
+async def test_a_message_a_node_changed_in_place_reads_as_with_langgraph_s_saver() -> None:
+    def rewrite(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        first = state["messages"][0]
+        first.additional_kwargs["seen"] = {"by": "rewrite"}  # in place, as LangGraph allows
+        return {"messages": [AIMessage("ok", id=f"ok{len(state['messages'])}")]}
+
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(MessagesState)
+    builder.add_node("rewrite", rewrite)
+    builder.add_edge(START, "rewrite")
+
+    async def history(saver: BaseCheckpointSaver[Any]) -> list[Any]:
+        graph = builder.compile(checkpointer=saver)
+        for n in range(2):
+            question = HumanMessage(f"q{n}", id=f"q{n}")
+            await graph.ainvoke({"messages": [question]}, _config("p"), durability="sync")
+        return [s.values async for s in graph.aget_state_history(_config("p"))]
+
+    expected = await history(InMemorySaver())
+    assert expected[0]["messages"][0].additional_kwargs == {"seen": {"by": "rewrite"}}
+    async with MemoryStore() as store:
+        assert await history(ThreadSaver(store)) == expected
+        fresh = builder.compile(checkpointer=ThreadSaver(store))
+        assert [s.values async for s in fresh.aget_state_history(_config("p"))] == expected
