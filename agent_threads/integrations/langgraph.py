@@ -338,8 +338,9 @@ def _unpacked(packed: Any) -> tuple[str, bytes]:
 _INLINE_BYTES = 2048
 """A channel value serialized to at most this many bytes is kept in its checkpoint's row."""
 
-_KNOWN_THREADS = 64
-"""Threads whose checkpoints and messages a saver keeps in memory (the ones used last)."""
+_KNOWN_THREADS = 16
+"""Threads whose checkpoints and messages a saver keeps in memory (the ones used last;
+each holds its messages, as LangChain objects and JSON, and its thread handle holds them too)."""
 
 
 class ThreadSaver(BaseCheckpointSaver[str]):
@@ -844,7 +845,9 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         that another writer moved since retries after reading it again.
         """
         key = thread_key(thread_id, ns)
-        known = self._known.get(key)
+        known = self._known.pop(key, None)  # put back last: the threads used last stay
+        if known is not None:
+            self._known[key] = known
         parent_known = known is not None and (parent_id is None or parent_id in known.entries)
         if known is not None and parent_known and not known.stale:
             return known
@@ -862,7 +865,9 @@ class ThreadSaver(BaseCheckpointSaver[str]):
         if record is None:
             self._known.pop(key, None)
             return None
-        known = self._known.get(key)
+        known = self._known.pop(key, None)  # put back last: the threads used last stay
+        if known is not None:
+            self._known[key] = known
         if known is not None and not known.stale and _same(known.thread.record, record):
             return known
         thread = await ChatMessageThread.load(key, store=self.store)

@@ -351,3 +351,18 @@ async def test_a_message_a_node_changed_in_place_reads_as_with_langgraph_s_saver
         assert await history(ThreadSaver(store)) == expected
         fresh = builder.compile(checkpointer=ThreadSaver(store))
         assert [s.values async for s in fresh.aget_state_history(_config("p"))] == expected
+
+
+async def test_a_saver_on_more_threads_than_it_keeps_in_memory_reads_each() -> None:
+    async with MemoryStore() as store:
+        graph = _graph(ThreadSaver(store))
+        names = [f"t{n}" for n in range(40)]  # more than the saver keeps
+        for turn in range(2):
+            for name in names:
+                question = f"{name} q{turn}"
+                await graph.ainvoke({"messages": [HumanMessage(question)]}, _config(name))
+        for name in names:
+            state = await graph.aget_state(_config(name))
+            assert _texts(state.values["messages"])[::2] == [f"{name} q0", f"{name} q1"]
+            thread = await ChatMessageThread.load(thread_key(name), store=store)
+            assert thread.head == 4  # each message appended once
