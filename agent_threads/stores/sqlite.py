@@ -124,8 +124,16 @@ It bounds what reading one row costs: the whole chunk holding it is read.
 _BASE = f"(SELECT id * {POSITIONS} AS base FROM segments WHERE name = ?)"
 
 _RECLAIM_AFTER = 64
-"""Chunks an index catch-up must move before it gives freed pages back: a lazy handle's
-append indexes the chunk before it, and one more statement for each is not worth a page."""
+"""Chunks an index catch-up must move before it gives freed pages back (fewer free too few
+pages to be worth one more statement)."""
+
+_BACKLOG = 256
+"""Chunks a lookup searches unindexed, read-only, before it brings the index up to date.
+
+A lazy handle looks up each id it appends, so an index write per append would double
+its cost; searching a few hundred chunks' id lists costs less than that write, and the
+catch-up then moves them all in one transaction.
+"""
 
 _APPEND = (
     "INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
@@ -188,11 +196,19 @@ _READ = "SELECT c.key - s.base, c.count, c.data" + _OVERLAPPING
 _HELD = "SELECT c.key - s.base, c.count" + _OVERLAPPING
 
 _LOCATE = (
-    # the first row says whether some chunks are not indexed yet
-    "SELECT NULL, NULL WHERE EXISTS (SELECT 1 FROM unindexed) UNION ALL"
-    f" SELECT s.name, i.key % {POSITIONS} FROM message_index AS i"
-    f" JOIN segments AS s ON s.id = i.key / {POSITIONS} WHERE i.message_id = ?"
+    # places in the index (no id list) ...
+    f"SELECT s.name, i.key % {POSITIONS}, NULL FROM message_index AS i"
+    f" JOIN segments AS s ON s.id = i.key / {POSITIONS} WHERE i.message_id = ?1"
+    # ... chunks not indexed yet whose id list holds the text (the caller splits it) ...
+    f" UNION ALL SELECT s.name, u.key % {POSITIONS}, u.message_ids FROM unindexed AS u"
+    f" JOIN segments AS s ON s.id = u.key / {POSITIONS}"
+    f" WHERE instr(u.message_ids, ?1) AND (SELECT count(*) FROM unindexed) <= {_BACKLOG}"
+    # ... or, past the backlog, a row of NULLs: bring the index up to date first
+    f" UNION ALL SELECT NULL, NULL, NULL WHERE (SELECT count(*) FROM unindexed) > {_BACKLOG}"
 )
+"""The places of message `?1`: `(segment, position, NULL)` from the index, `(segment,
+first position, newline-joined ids)` of a chunk not indexed yet, or one `(NULL, NULL,
+NULL)` when too many chunks wait to be indexed."""
 
 
 class SQLiteStore(StoreBase):
@@ -530,17 +546,26 @@ class SQLiteStore(StoreBase):
     async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
         """The message-id index is brought up to date here, not by appends.
 
-        The first lookup after appends indexes their chunks (in one transaction).
+        A lookup searches the id lists of chunks not indexed yet (read-only) while they
+        are at most `_BACKLOG`; past that, it indexes them all in one transaction first.
         """
         async with self._statement() as connection:
             found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
-        if found and found[0][0] is None:
+        if any(name is None for name, _, _ in found):
             async with self._transaction() as connection:
                 indexed = await _index_chunks(connection)
                 found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
             if indexed >= _RECLAIM_AFTER:  # a few freed pages are soon reused by appends
                 await self._reclaim()
-        return sorted((str(name), int(position)) for name, position in found)
+        places = set()
+        for name, position, ids in found:
+            if ids is None:
+                places.add((str(name), int(position)))
+                continue
+            for offset, held in enumerate(str(ids).split("\n")):
+                if held == message_id:  # instr matched text: keep whole ids only
+                    places.add((str(name), int(position) + offset))
+        return sorted(places)
 
     async def _do_list_segments(self) -> dict[str, float]:
         async with self._statement() as connection:

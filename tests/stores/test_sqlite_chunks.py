@@ -185,8 +185,24 @@ async def test_appends_through_an_eager_handle_leave_the_index_for_later(path: P
         assert query(path, "SELECT count(*) FROM unindexed") == [(2,)]
         segment_id = thread.ranges[0].segment_id
         assert await store.locate_message(first.id) == [(segment_id, 0)]
-    assert query(path, "SELECT count(*) FROM message_index") == [(3,)]
+        # a short backlog is searched as it is: a lookup writes nothing
+        assert query(path, "SELECT count(*) FROM unindexed") == [(2,)]
+        for i in range(sqlite_module._BACKLOG):
+            await thread.on_new_messages([Message.user(f"more {i}")])
+        assert await store.locate_message(first.id) == [(segment_id, 0)]
+    # past it, the lookup indexed every chunk first
+    assert query(path, "SELECT count(*) FROM message_index") == [(3 + sqlite_module._BACKLOG,)]
     assert query(path, "SELECT count(*) FROM unindexed") == [(0,)]
+
+
+async def test_a_lookup_in_the_backlog_matches_whole_ids_only(path: Path) -> None:
+    async with SQLiteStore(path) as store:
+        await store.append_rows("s", 0, rows("ab", "abc", "x.y", "abc"))
+        assert await store.locate_message("abc") == [("s", 1), ("s", 3)]
+        assert await store.locate_message("b") == []
+        assert await store.locate_message("ab") == [("s", 0)]
+        assert await store.locate_message("x.y") == [("s", 2)]
+        assert query(path, "SELECT count(*) FROM message_index") == [(0,)]
 
 
 async def test_a_lazy_handle_finds_duplicates_the_index_has_not_seen_yet(path: Path) -> None:
@@ -241,9 +257,12 @@ async def test_deleting_segments_drops_their_chunks_and_index_entries(path: Path
     async with SQLiteStore(path) as store:
         await store.append_rows("indexed", 0, rows("a", "b"))
         await store.append_rows("kept", 0, rows("a"))
+        for position in range(sqlite_module._BACKLOG):  # past the backlog: a lookup indexes
+            await store.append_rows("filler", position, rows(f"f{position}"))
         assert len(await store.locate_message("a")) == 2
+        assert query(path, "SELECT count(*) FROM unindexed") == [(0,)]
         await store.append_rows("pending", 0, rows("c"))
-        await store.delete_segments(["indexed", "pending"])
+        await store.delete_segments(["indexed", "pending", "filler"])
         assert await store.locate_message("a") == [("kept", 0)]
         assert await store.locate_message("b") == []
         assert await store.locate_message("c") == []
