@@ -517,6 +517,8 @@ class AgentThread(ABC):
         if self._record.version == 0:  # an unsaved copy: nothing stored to re-read
             return
         record = await self._read_record(self._store, self.id)
+        if record == self._record:  # nothing moved: the handle is up to date as it is
+            return
         state = None
         if read_thread_data(record, ThreadData).state != self._data.state:
             state = await self._read_state(self._store, record)
