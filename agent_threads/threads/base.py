@@ -422,6 +422,7 @@ class AgentThread(ABC):
         *,
         tags: Mapping[str, str] | None = None,
         writes: Sequence[RowWrite] = (),
+        typed: Mapping[str, object] | None = None,
     ) -> None:
         """Compare-and-set the record with `data` merged in; ConflictError if someone won.
 
@@ -431,12 +432,26 @@ class AgentThread(ABC):
         none. A record of an older schema version is written in the current form (see
         `core.records.SCHEMA_VERSION`).
 
+        `typed` holds each value of `data` as `data_schema` reads it (a `ThreadStats`
+        for `stats`, tuples for lists), from a caller that built `data` out of values it
+        holds typed already (an append): the handle's typed data then takes them as they
+        are, instead of validating the whole record written again. It is not used when
+        the write changes more than `data` (new tags, a record of an older version).
+
         For an unsaved copy, a ConflictError means its id is taken (no retry helps), or
         a position of `writes` is. The handle takes the record written, without calling
         `_on_bind`: the caller knows what it changed.
         """
-        new_data = {**self._record.data, **data, "updated_at": _now_iso()}
+        now = _now_iso()
+        new_data = {**self._record.data, **data, "updated_at": now}
         labels = self._record.tags
+        known = (  # the typed data, updated with `typed`, is what a read of the record gives
+            typed is not None
+            and tags is None
+            and typed.keys() == data.keys()
+            and "tags" in self._record.data
+            and self._data.schema_version == SCHEMA_VERSION
+        )
         if tags is not None or "tags" not in new_data:  # new tags, or labels of version 1-2
             pairs = self._data.tags if tags is None else tags
             new_data["tags"] = dict(pairs)
@@ -450,7 +465,10 @@ class AgentThread(ABC):
             stored = await put_new(self._store, record)
         else:
             stored = await self._store.put_record(record, expected_version=self._record.version)
-        self._data = read_thread_data(stored, self.data_schema)
+        if known and typed is not None:
+            self._data = self._data.model_copy(update={**typed, "updated_at": now})
+        else:
+            self._data = read_thread_data(stored, self.data_schema)
         self._record = stored
 
     async def _commit(self, writes: Sequence[RowWrite], record: Record) -> Record:

@@ -111,6 +111,15 @@ def _content_data(ranges: Ranges, open_segment: OpenSegment | None) -> dict[str,
     }
 
 
+def _typed_content(ranges: Ranges, open_segment: OpenSegment) -> dict[str, object]:
+    """`_content_data` as `ChatData` reads it (for `publish(typed=...)`)."""
+    return {
+        "ranges": tuple((r.segment_id, r.start, r.end) for r in ranges),
+        "head": pieces.length(ranges),
+        "segment": _SegmentJson(id=open_segment.segment_id, end=open_segment.end),
+    }
+
+
 _TO_JSON = Message.__pydantic_serializer__.to_json
 """`Message.model_dump_json` without its per-call wrapper (the same bytes, encoded)."""
 
@@ -595,6 +604,7 @@ class ChatMessageThread(AgentThread):
             stats = self.stats.add(batch)
             writes = [RowWrite(plan.segment_id, plan.start, plan.rows)]
             data = {**_content_data(plan.ranges, plan.open_segment), "stats": stats.model_dump()}
+            typed = {**_typed_content(plan.ranges, plan.open_segment), "stats": stats}
             made = None
             if mark is not None:
                 made = new_checkpoint(
@@ -606,12 +616,15 @@ class ChatMessageThread(AgentThread):
                     reason=mark.reason,
                     metadata=mark.metadata,
                 )
-                log_write, log_data = await plan_log_write(self, made, force_new=force_new)
+                log_write, log_data, typed_log = await plan_log_write(
+                    self, made, force_new=force_new
+                )
                 writes.append(log_write)
                 data.update(log_data)
+                typed.update(typed_log)
             seen = self._record.version
             try:
-                await self.publish(data, writes=writes)
+                await self.publish(data, writes=writes, typed=typed)
             except ConflictError:
                 await self.reread_after_lost_write()
                 force_new = self._record.version == seen  # unchanged: rows a crash left behind
@@ -619,7 +632,7 @@ class ChatMessageThread(AgentThread):
                     await self._back_off(backoff)
                 continue
             self._cache.put(plan.segment_id, plan.start, plan.messages)
-            self._on_bind()
+            self._ranges, self._open_segment = plan.ranges, plan.open_segment  # = `_on_bind`
             if made is not None:
                 self.remember(made, self.state)
             return made

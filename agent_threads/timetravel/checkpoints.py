@@ -288,13 +288,14 @@ def has_log(data: ThreadData) -> bool:
 
 async def plan_log_write(
     thread: CheckpointedThread, checkpoint: Checkpoint, *, force_new: bool
-) -> tuple[RowWrite, dict[str, JsonValue]]:
+) -> tuple[RowWrite, dict[str, JsonValue], dict[str, object]]:
     """Where the checkpoint's log row goes, and the record data that publishes it.
 
     For a store write the caller makes with other rows (`publish(data, writes=...)`):
     an append and its checkpoint in one. `force_new` opens a new log segment (the end
     of the log is taken: rows a crash left unpublished). The thread has a log
-    (`has_log`).
+    (`has_log`). The third item is that data as `ThreadData` reads it
+    (`publish(typed=...)`).
     """
     logs = log_ranges(thread.record_data)
     rows = [Row(checkpoint.id, encode_row(checkpoint))]
@@ -303,7 +304,11 @@ async def plan_log_write(
         LOGS_KEY: [r.to_json() for r in new_logs],
         "schema_version": SCHEMA_VERSION,
     }
-    return RowWrite(segment_id, start, rows), data
+    typed: dict[str, object] = {
+        LOGS_KEY: tuple((r.segment_id, r.start, r.end) for r in new_logs),
+        "schema_version": SCHEMA_VERSION,
+    }
+    return RowWrite(segment_id, start, rows), data, typed
 
 
 async def save_checkpoint(

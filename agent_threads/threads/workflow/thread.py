@@ -803,6 +803,7 @@ class WorkflowThread(AgentThread):
         *,
         tags: Mapping[str, str] | None = None,
         writes: Sequence[RowWrite] = (),
+        typed: Mapping[str, object] | None = None,
     ) -> None:
         """`AgentThread.publish`; an unsaved copy stores its sub-thread copies first.
 
@@ -820,7 +821,7 @@ class WorkflowThread(AgentThread):
                     await handle.checkpoint(CREATED_LABEL)
                 else:
                     await handle.update()  # its first write stores it
-        await super().publish(data, tags=tags, writes=writes)
+        await super().publish(data, tags=tags, writes=writes, typed=typed)
         if LEASE_KEY in data:
             lease = data[LEASE_KEY]
             self._lease = None if lease is None else Lease.model_validate(lease)
