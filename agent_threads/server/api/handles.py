@@ -1,6 +1,18 @@
-"""Opening the thread a route names, in the caller's tenant store."""
+"""Opening the thread a route names, in the caller's tenant store.
+
+Each request opens its own handle, except appends: `appending_thread` keeps a lazy handle
+per thread between requests (up to `KEPT_HANDLES` per store, the least recently used
+dropped), brought up to date with one record read before each use. A kept handle is
+what a fresh lazy load would give (`refresh` re-reads the record, and a handle never
+trusts a cached record when it writes: its commit is a compare-and-set), but it skips
+building the handle again, and appends to one thread from several requests queue on
+one handle instead of racing each other through the store.
+"""
 
 from __future__ import annotations
+
+from collections import OrderedDict
+from weakref import WeakKeyDictionary
 
 from agent_threads.errors import ThreadNotFoundError
 from agent_threads.stores.base import ThreadStore
@@ -16,6 +28,36 @@ async def chat_thread(store: ThreadStore, thread_id: str) -> ChatMessageThread:
         ThreadNotFoundError: no chat thread has this id (a workflow's id included).
     """
     return await ChatMessageThread.load(thread_id, store=store, lazy=True)
+
+
+KEPT_HANDLES = 1024
+"""How many appended-to threads' handles a store's requests keep (each holds a record and
+its recently used messages, bounded by the lazy handle's own cache limit)."""
+
+_kept: WeakKeyDictionary[ThreadStore, OrderedDict[str, ChatMessageThread]] = WeakKeyDictionary()
+
+
+async def appending_thread(store: ThreadStore, thread_id: str) -> ChatMessageThread:
+    """A lazy handle on a chat thread to append to, kept between requests, up to date.
+
+    Raises:
+        ThreadNotFoundError: no chat thread has this id (any more).
+    """
+    kept = _kept.setdefault(store, OrderedDict())
+    handle = kept.get(thread_id)
+    if handle is None:
+        handle = await chat_thread(store, thread_id)
+    else:
+        try:
+            await handle.refresh()
+        except ThreadNotFoundError:  # deleted, or a workflow holds the id now
+            kept.pop(thread_id, None)
+            raise
+    kept[thread_id] = handle
+    kept.move_to_end(thread_id)
+    while len(kept) > KEPT_HANDLES:
+        kept.popitem(last=False)
+    return handle
 
 
 async def any_thread(store: ThreadStore, thread_id: str) -> AgentThread:

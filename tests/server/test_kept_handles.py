@@ -1,0 +1,98 @@
+"""Appends reuse a handle kept between requests: it must answer as a fresh one would."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from agent_threads import ChatMessageThread, MemoryStore, Message, WorkflowThread
+from agent_threads.server.api import handles
+from agent_threads.stores.tenant import TenantStore
+
+from .conftest import error_of, new_thread, text
+
+
+async def texts(client: httpx.AsyncClient, thread_id: str) -> list[str]:
+    answer = await client.get(f"/api/threads/{thread_id}/messages", params={"limit": 100})
+    assert answer.status_code == 200, answer.text
+    return [m["contents"][0]["text"] for m in answer.json()["messages"]]
+
+
+async def append(client: httpx.AsyncClient, thread_id: str, *values: str) -> httpx.Response:
+    return await client.post(
+        f"/api/threads/{thread_id}/messages", json={"messages": [text(v) for v in values]}
+    )
+
+
+async def test_an_append_after_another_writer_lands_after_its_messages(
+    client: httpx.AsyncClient, store: MemoryStore
+) -> None:
+    thread_id = (await new_thread(client, "a"))["id"]
+    assert (await append(client, thread_id, "b")).status_code == 201  # the handle is kept now
+    mine = await ChatMessageThread.load(thread_id, store=TenantStore(store, "acme"))
+    await mine.on_new_messages([Message.user("from elsewhere")])
+    answer = await append(client, thread_id, "c")
+    assert answer.json()["head"] == 4
+    assert await texts(client, thread_id) == ["a", "b", "from elsewhere", "c"]
+
+
+async def test_an_append_after_a_rollback_continues_from_the_rolled_back_head(
+    client: httpx.AsyncClient,
+) -> None:
+    thread_id = (await new_thread(client, "a"))["id"]
+    first = (await append(client, thread_id, "b")).json()["messages"][0]["id"]
+    await append(client, thread_id, "c")
+    back = await client.post(f"/api/threads/{thread_id}/rollback", json={"message_id": first})
+    assert back.status_code == 200, back.text
+    assert (await append(client, thread_id, "d")).json()["head"] == 3
+    assert await texts(client, thread_id) == ["a", "b", "d"]
+
+
+async def test_a_thread_deleted_and_made_again_gets_only_its_own_messages(
+    client: httpx.AsyncClient, store: MemoryStore
+) -> None:
+    await new_thread(client, "old", id="again")
+    await append(client, "again", "old two")
+    assert (await client.delete("/api/threads/again")).status_code == 200
+    # made again elsewhere, with as many writes as the kept handle saw (same version)
+    again = await ChatMessageThread.create(TenantStore(store, "acme"), id="again")
+    await again.on_new_messages([Message.user("new")])
+    await again.on_new_messages([Message.user("new two")])
+    assert again.version == 3
+    assert (await append(client, "again", "new three")).json()["head"] == 3
+    assert await texts(client, "again") == ["new", "new two", "new three"]
+
+
+async def test_an_id_a_workflow_took_over_answers_404(
+    client: httpx.AsyncClient, store: MemoryStore
+) -> None:
+    await new_thread(client, "a", id="taken")
+    await append(client, "taken", "b")
+    tenant = TenantStore(store, "acme")
+    await (await ChatMessageThread.load("taken", store=tenant)).delete()
+    await WorkflowThread.create(tenant, id="taken")
+    error_of(await append(client, "taken", "c"), 404)
+
+
+async def test_a_message_id_already_in_the_thread_is_refused_through_a_kept_handle(
+    client: httpx.AsyncClient,
+) -> None:
+    thread_id = (await new_thread(client, "a"))["id"]
+    kept = (await append(client, thread_id, "b")).json()["messages"][0]
+    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [kept]})
+    assert kept["id"] in error_of(again, 409)["message"]
+    assert await texts(client, thread_id) == ["a", "b"]
+
+
+async def test_handles_kept_are_bounded_the_least_recently_used_dropped(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handles, "KEPT_HANDLES", 2)
+    ids = [(await new_thread(client))["id"] for _ in range(3)]
+    for thread_id in ids:
+        await append(client, thread_id, "x")
+    await append(client, ids[1], "y")
+    kept = [list(held) for held in handles._kept.values() if ids[1] in held]
+    assert kept == [[ids[2], ids[1]]]
+    for thread_id in ids:  # dropped or kept, every thread answers alike
+        assert (await append(client, thread_id, "z")).status_code == 201
