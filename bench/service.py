@@ -1,9 +1,11 @@
 """Benchmark: the HTTP service on localhost against the same operations in-process.
 
 `agent-threads serve` runs in a process of its own over a SQLite file, on a loopback port;
-an httpx client calls it. In this process, the library does the same operations on
-another SQLite file of the same shape. Three operations, their calls interleaved (one
-in-process, one over HTTP, and again) so that a busy machine slows both alike:
+two clients call it: aiohttp, and httpx (what HttpStore uses; its own cost per request
+is several times aiohttp's, so the service's cost reads best through the first). In this
+process, the library does the same operations on another SQLite file of the same shape.
+Three operations, their calls interleaved (one in-process, one over HTTP with each
+client, and again) so that a busy machine slows all alike:
 
 - append: one message to a thread of 100 (`POST /api/threads/{id}/messages`; in-process
   `on_new_messages` on a handle held, and on a handle loaded first, as the route does);
@@ -31,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anyio
 import httpx
 import uvicorn
@@ -100,15 +103,36 @@ async def serve(path: Path | None) -> AsyncIterator[str]:
         await process.wait()
 
 
-async def floor(url: str) -> tuple[float, float]:
-    """p50 and p99 (µs) of a one-message append body POSTed to `noop_app`."""
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        body = {"messages": [text(0)]}
-        for _ in range(10):
-            await ok(client.post("/noop", json=body))
-        return quantiles(
-            [await timed(lambda: ok(client.post("/noop", json=body))) for _ in range(300)]
-        )
+async def floor(url: str) -> dict[str, tuple[float, float]]:
+    """p50 and p99 (µs) of a one-message append body POSTed to `noop_app`, per client."""
+    body = {"messages": [text(0)]}
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=60) as client,
+        aiohttp.ClientSession(url) as lean,
+    ):
+        calls = {
+            "aiohttp": lambda: lean_post(lean, "/noop", body),
+            "httpx": lambda: ok(client.post("/noop", json=body)),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in calls}
+        for round_ in range(310):
+            for name, call in calls.items():
+                took = await timed(call)
+                if round_ >= 10:
+                    samples[name].append(took)
+        return {name: quantiles(taken) for name, taken in samples.items()}
+
+
+async def lean_post(session: aiohttp.ClientSession, path: str, body: dict[str, Any]) -> None:
+    async with session.post(path, json=body) as response:
+        response.raise_for_status()
+        await response.read()
+
+
+async def lean_get(session: aiohttp.ClientSession, path: str, params: dict[str, Any]) -> None:
+    async with session.get(path, params=params) as response:
+        response.raise_for_status()
+        await response.read()
 
 
 def text(i: int) -> dict[str, Any]:
@@ -141,12 +165,18 @@ async def post(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> ht
     return await ok(client.post(path, json=body))
 
 
-class Sides:
-    """The same thread and operations in-process and over HTTP."""
+CLIENT_NAMES = ("aiohttp", "httpx")
 
-    def __init__(self, store: SQLiteStore, client: httpx.AsyncClient) -> None:
+
+class Sides:
+    """The same thread and operations in-process and over HTTP (through each client)."""
+
+    def __init__(
+        self, store: SQLiteStore, client: httpx.AsyncClient, lean: aiohttp.ClientSession
+    ) -> None:
         self.store = store
         self.client = client
+        self.lean = lean
         self.thread: ChatMessageThread | None = None
         self.thread_id = ""
         self.n = 0
@@ -158,9 +188,11 @@ class Sides:
         await ok(self.client.post("/api/threads", json=body))
         self.thread_id = "remote"
 
-    def calls(self) -> dict[str, tuple[Call, Call]]:
+    def calls(self) -> dict[str, tuple[Call, Call, Call]]:
+        """Per operation: in-process, over HTTP with aiohttp, over HTTP with httpx."""
         assert self.thread is not None
         thread = self.thread
+        appends = f"/api/threads/{self.thread_id}/messages"
 
         async def local_append() -> None:
             self.n += 1
@@ -171,53 +203,71 @@ class Sides:
             handle = await ChatMessageThread.load("local", store=self.store, lazy=True)
             await handle.on_new_messages([message(self.n)])
 
-        async def remote_append() -> None:
+        async def lean_append() -> None:
             self.n += 1
-            body = {"messages": [text(self.n)]}
-            await ok(self.client.post(f"/api/threads/{self.thread_id}/messages", json=body))
+            await lean_post(self.lean, appends, {"messages": [text(self.n)]})
+
+        async def httpx_append() -> None:
+            self.n += 1
+            await ok(self.client.post(appends, json={"messages": [text(self.n)]}))
 
         async def local_list() -> None:
             await list_threads(self.store, limit=20)
 
+        fork = f"/api/threads/{self.thread_id}/fork"
         return {
-            "append": (local_append, remote_append),
-            "append (loaded)": (local_loaded_append, remote_append),
+            "append": (local_append, lean_append, httpx_append),
+            "append (loaded)": (local_loaded_append, lean_append, httpx_append),
             "fork": (
                 thread.fork,
-                lambda: ok(self.client.post("/api/threads/remote/fork", json={})),
+                lambda: lean_post(self.lean, fork, {}),
+                lambda: ok(self.client.post(fork, json={})),
             ),
-            "list": (local_list, lambda: ok(self.client.get("/api/threads", params={"limit": 20}))),
+            "list": (
+                local_list,
+                lambda: lean_get(self.lean, "/api/threads", {"limit": 20}),
+                lambda: ok(self.client.get("/api/threads", params={"limit": 20})),
+            ),
         }
 
 
-async def compare(sides: Sides) -> list[tuple[str, tuple[float, float], tuple[float, float]]]:
+Quantiles = tuple[float, float]
+Row_ = tuple[str, Quantiles, dict[str, Quantiles]]
+
+
+async def compare(sides: Sides) -> list[Row_]:
     rows = []
-    for name, (local, remote) in sides.calls().items():
+    for name, (local, *remotes) in sides.calls().items():
         count = CALLS[name.split()[0]]
-        for _ in range(10):  # warm both up
+        for _ in range(10):  # warm all up
             await local()
-            await remote()
-        local_s, remote_s = [], []
+            for remote in remotes:
+                await remote()
+        local_s: list[float] = []
+        remote_s: list[list[float]] = [[] for _ in remotes]
         for _ in range(count):
             local_s.append(await timed(local))
-            remote_s.append(await timed(remote))
-        rows.append((name, quantiles(local_s), quantiles(remote_s)))
+            for taken, remote in zip(remote_s, remotes, strict=True):
+                taken.append(await timed(remote))
+        by_client = {c: quantiles(t) for c, t in zip(CLIENT_NAMES, remote_s, strict=True)}
+        rows.append((name, quantiles(local_s), by_client))
     return rows
 
 
 async def throughput(url: str, clients: int) -> tuple[float, float, float]:
-    """Requests per second, p50 and p99 (µs) of appends by `clients` at once."""
+    """Requests per second, p50 and p99 (µs) of appends by `clients` (aiohttp) at once."""
     each = max(20, REQUESTS_PER_LEVEL // clients)
     latencies: list[float] = []
 
     async def client(number: int) -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        async with aiohttp.ClientSession(url) as http:
             thread_id = f"load-{clients}-{number}"
-            await ok(http.post("/api/threads", json={"id": thread_id}))
+            await lean_post(http, "/api/threads", {"id": thread_id})
             await start.wait()
+            path = f"/api/threads/{thread_id}/messages"
             for i in range(each):
-                path = f"/api/threads/{thread_id}/messages"
-                latencies.append(await timed(partial(post, http, path, {"messages": [text(i)]})))
+                body = {"messages": [text(i)]}
+                latencies.append(await timed(partial(lean_post, http, path, body)))
 
     start = anyio.Event()
     async with anyio.create_task_group() as group:
@@ -232,36 +282,39 @@ async def throughput(url: str, clients: int) -> tuple[float, float, float]:
 
 
 def report(
-    rows: list[tuple[str, tuple[float, float], tuple[float, float]]],
+    rows: list[Row_],
     levels: list[tuple[int, tuple[float, float, float]]],
-    noop: tuple[float, float],
+    noop: dict[str, Quantiles],
     seconds: float,
 ) -> str:
-    lines = [
-        "# Service benchmark: HTTP on localhost against in-process",
-        "",
-        "| operation | in-process p50 (µs) | in-process p99 (µs) | HTTP p50 (µs) | HTTP p99 (µs)"
-        " | HTTP / in-process (p50) |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, (lp50, lp99), (rp50, rp99) in rows:
-        lines.append(
-            f"| {name} | {lp50:,.0f} | {lp99:,.0f} | {rp50:,.0f} | {rp99:,.0f}"
-            f" | {rp50 / lp50:.2f}x |"
+    head = "| operation | in-process p50 (µs) | in-process p99 (µs) |"
+    rule = "|---|---:|---:|"
+    for name in CLIENT_NAMES:
+        head += f" HTTP, {name}: p50 (µs) | p99 (µs) | / in-process (p50) |"
+        rule += "---:|---:|---:|"
+    lines = ["# Service benchmark: HTTP on localhost against in-process", "", head, rule]
+    for name, (lp50, lp99), by_client in rows:
+        cells = "".join(
+            f" {p50:,.0f} | {p99:,.0f} | {p50 / lp50:.2f}x |" for p50, p99 in by_client.values()
         )
-    lines.append(f"| HTTP alone: a POST to a no-op app | | | {noop[0]:,.0f} | {noop[1]:,.0f} | |")
+        lines.append(f"| {name} | {lp50:,.0f} | {lp99:,.0f} |{cells}")
+    floors = "".join(f" {p50:,.0f} | {p99:,.0f} | |" for p50, p99 in noop.values())
+    lines.append(f"| HTTP alone: a POST to a no-op app | | |{floors}")
     verdicts = []
-    for name, (lp50, _), (rp50, _) in rows:
+    for name, (lp50, _), by_client in rows:
         if name.startswith("append"):
-            ratio = rp50 / lp50
-            verdicts.append(
-                f"- against {name} in-process: {ratio:.2f}x"
-                f" -> {'PASS' if ratio <= TARGET else 'FAIL'}"
-            )
+            for client, (rp50, _) in by_client.items():
+                ratio = rp50 / lp50
+                verdicts.append(
+                    f"- {client} client, against {name} in-process: {ratio:.2f}x"
+                    f" -> {'PASS' if ratio <= TARGET else 'FAIL'}"
+                )
     lines += [
         "",
         f"Target: HTTP append p50 at most {TARGET:.0f}x in-process:",
         *verdicts,
+        "",
+        "Throughput (aiohttp clients):",
         "",
         "| clients | appends / s | p50 (µs) | p99 (µs) |",
         "|---:|---:|---:|---:|",
@@ -270,13 +323,17 @@ def report(
         lines.append(f"| {clients} | {rate:,.0f} | {p50:,.0f} | {p99:,.0f} |")
     lines += [
         "",
-        "`agent-threads serve --store sqlite:///...` (one uvicorn worker, its own process) on"
-        " 127.0.0.1, httpx clients in this process; in-process: SQLiteStore in this process."
+        "`agent-threads serve --store sqlite:///...` (one uvicorn worker, its own process;"
+        " uvicorn on httptools and uvloop, as the `server` extra installs them) on"
+        " 127.0.0.1, aiohttp and httpx clients in this process, one connection each, kept"
+        " alive; in-process: SQLiteStore in this process."
         f" Calls interleaved: {CALLS['append']} appends of one message to a thread of"
-        f" {HISTORY}+ (in-process on a handle held, and loaded per call as the route does),"
-        f" {CALLS['fork']} whole-thread forks, {CALLS['list']} lists of 20 threads. Throughput:"
-        f" each client appends to its own thread, {REQUESTS_PER_LEVEL} requests per level"
-        " (at least 20 per client).",
+        f" {HISTORY}+ (in-process on a handle held, and loaded per call), through each"
+        f" client; {CALLS['fork']} whole-thread forks, {CALLS['list']} lists of 20 threads."
+        " The no-op row is what each client and the HTTP server alone cost: the difference"
+        " between the clients is the client's own cost (httpx's is several times"
+        f" aiohttp's). Throughput: each client appends to its own thread,"
+        f" {REQUESTS_PER_LEVEL} requests per level (at least 20 per client).",
         f"Machine: {platform.machine()}, Python {platform.python_version()}, run took"
         f" {seconds:.0f} s; the machine is shared, so absolute numbers vary between runs.",
     ]
@@ -291,8 +348,9 @@ async def main() -> None:
             serve(root / "served.db") as url,
             SQLiteStore(root / "local.db") as store,
             httpx.AsyncClient(base_url=url, timeout=60) as client,
+            aiohttp.ClientSession(url) as lean,
         ):
-            sides = Sides(store, client)
+            sides = Sides(store, client, lean)
             await sides.setup()
             rows = await compare(sides)
             levels = [(n, await throughput(url, n)) for n in CLIENTS]
