@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import gc
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -18,6 +19,7 @@ from agent_threads import (
     Usage,
     tool_call,
 )
+from agent_threads.messages import decode_arrays
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
@@ -96,3 +98,24 @@ def test_bad_parts_are_rejected_with_the_reason() -> None:
         Message.model_validate({"role": "robot"})
     with pytest.raises(ValidationError, match="type"):
         Message.model_validate({"role": "user", "contents": [{"type": "video"}]})
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_decoding_rows_leaves_the_garbage_collector_as_it_was(enabled: bool) -> None:
+    messages = [Message.user(f"question {i}") for i in range(3)]
+    array = "[" + ",".join(m.model_dump_json() for m in messages) + "]"
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        assert decode_arrays([(3, array)]) == messages
+        assert gc.isenabled() is enabled
+        with pytest.raises(ValueError, match="2 rows hold 3 messages"):
+            decode_arrays([(2, array)])
+        assert gc.isenabled() is enabled
+        with pytest.raises(ValueError):
+            decode_arrays([(1, "[{]")])
+        assert gc.isenabled() is enabled
+    finally:
+        if was:
+            gc.enable()
