@@ -64,10 +64,11 @@ class Checkpoint(BaseModel):
 
     @model_validator(mode="after")
     def _count_matches_ranges(self) -> Self:
-        if pieces.length(self.piece_table) != self.message_count:
+        held = pieces.length(self.piece_table)  # each range checked: 0 <= start <= end
+        if held != self.message_count:
             raise ValueError(
                 f"message_count {self.message_count} differs from the"
-                f" {pieces.length(self.piece_table)} messages its ranges hold"
+                f" {held} messages its ranges hold"
             )
         return self
 
@@ -102,9 +103,13 @@ def encode_row(checkpoint: Checkpoint) -> str:
     return _compact_json(row, checkpoint)
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""`json.dumps` with these options, made once (it builds an encoder per call otherwise)."""
+
+
 def _compact_json(row: dict[str, Any], checkpoint: Checkpoint) -> str:
     try:
-        return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _COMPACT.encode(row)
     except ValueError as exc:
         raise ValueError(
             f"checkpoint {checkpoint.id!r} of thread {checkpoint.thread_id!r}: its metadata or"
