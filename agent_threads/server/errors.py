@@ -72,6 +72,7 @@ class UnauthorizedError(Exception):
 
 
 _DESCRIPTIONS = {
+    400: "A field is malformed; `param` names it (as the OpenAI API answers it)",
     401: "No valid API key (`Authorization: Bearer KEY`)",
     404: "No such thread, message, checkpoint or run (for this tenant)",
     409: "The id is taken, or another writer or runner holds the thread",
@@ -108,9 +109,25 @@ def error_response(
 Handler = Callable[[Request, Exception], Awaitable[JSONResponse]]
 
 
+OPENAI_PREFIX = "/v1/"
+"""Where the OpenAI-compatible API lives: a malformed request is answered as OpenAI does."""
+
+
+def _malformed(request: Request) -> tuple[int, str]:
+    """The status and type of a malformed request's answer.
+
+    422 `invalid_request` on the native API; 400 `invalid_request_error` under `/v1`, as
+    OpenAI answers (the `openai` client raises `BadRequestError` for it).
+    """
+    if request.url.path.startswith(OPENAI_PREFIX):
+        return 400, "invalid_request_error"
+    return 422, "invalid_request"
+
+
 def _answer(status: int, kind: str, param: Callable[[Any], str | None]) -> Handler:
     async def handle(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(status, str(exc), kind, param=param(exc))
+        answered, named = _malformed(request) if status == 422 else (status, kind)
+        return error_response(answered, str(exc), named, param=param(exc))
 
     return handle
 
@@ -127,13 +144,15 @@ async def _validation(request: Request, exc: Exception) -> JSONResponse:
     message = "; ".join(
         f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in problems[:5]
     )
-    return error_response(422, message or "invalid request", "invalid_request", param=where or None)
+    status, kind = _malformed(request)
+    return error_response(status, message or "invalid request", kind, param=where or None)
 
 
 async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 400:  # FastAPI's "error parsing the body": malformed, like any 422
-        return error_response(422, f"body: {exc.detail}", "invalid_request", param="body")
+        status, kind = _malformed(request)
+        return error_response(status, f"body: {exc.detail}", kind, param="body")
     kind = "not_found" if exc.status_code == 404 else "http_error"
     return error_response(exc.status_code, str(exc.detail), kind, headers=exc.headers)
 

@@ -76,10 +76,10 @@ async def test_retrieve_update_and_delete(client: httpx.AsyncClient) -> None:
         ({"unknown": 1}, "body.unknown"),
     ],
 )
-async def test_limits_are_answered_422_and_nothing_is_stored(
+async def test_limits_are_answered_400_and_nothing_is_stored(
     client: httpx.AsyncClient, store: MemoryStore, body: dict[str, Any], param: str
 ) -> None:
-    error = error_of(await client.post("/v1/conversations", json=body), 422)
+    error = error_of(await client.post("/v1/conversations", json=body), 400)
     assert error["param"].startswith(param)
     assert await count_threads(store) == 0
 
@@ -96,7 +96,7 @@ async def test_a_refused_item_leaves_no_conversation(
     client: httpx.AsyncClient, store: MemoryStore
 ) -> None:
     bad = [text_item("fine"), {"type": "function_call", "name": "f", "arguments": "{}"}]
-    error = error_of(await client.post("/v1/conversations", json={"items": bad}), 422)
+    error = error_of(await client.post("/v1/conversations", json={"items": bad}), 400)
     assert "call_id" in error["message"]
     duplicate = [{"id": "msg_1", **text_item("a")}, {"id": "msg_1", **text_item("b")}]
     error_of(await client.post("/v1/conversations", json={"items": duplicate}), 409)
@@ -109,7 +109,7 @@ async def test_unknown_and_malformed_ids(client: httpx.AsyncClient) -> None:
     assert missing.headers["x-should-retry"] == "false"
     error_of(await client.post("/v1/conversations/conv_missing", json={"metadata": {}}), 404)
     error_of(await client.delete("/v1/conversations/conv_missing"), 404)
-    error_of(await client.get("/v1/conversations/bad%20id"), 422)
+    error_of(await client.get("/v1/conversations/bad%20id"), 400)
 
 
 async def test_a_key_is_needed(anonymous: httpx.AsyncClient) -> None:
@@ -120,4 +120,4 @@ async def test_a_key_is_needed(anonymous: httpx.AsyncClient) -> None:
 
 async def test_update_needs_the_metadata_field(client: httpx.AsyncClient) -> None:
     conversation = await create(client)
-    error_of(await client.post(f"/v1/conversations/{conversation['id']}", json={}), 422)
+    error_of(await client.post(f"/v1/conversations/{conversation['id']}", json={}), 400)

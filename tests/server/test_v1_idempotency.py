@@ -74,7 +74,7 @@ async def test_the_key_with_another_request_is_refused(client: httpx.AsyncClient
     path = f"/v1/conversations/{cid}/items"
     await client.post(path, json={"items": [text_item("a")]}, headers=keyed("k"))
     other = await client.post(path, json={"items": [text_item("b")]}, headers=keyed("k"))
-    assert error_of(other, 422)["param"] == "Idempotency-Key"
+    assert error_of(other, 400)["param"] == "Idempotency-Key"
     assert other.headers["x-should-retry"] == "false"
     assert await count_items(client, cid) == 1
 
@@ -171,7 +171,7 @@ async def test_writes_without_a_key_and_reads_are_untouched(
 @pytest.mark.parametrize("key", ["", "x" * 256])
 async def test_a_malformed_key_is_refused(client: httpx.AsyncClient, key: str) -> None:
     answer = await client.post("/v1/conversations", json={}, headers={"Idempotency-Key": key})
-    assert error_of(answer, 422)["param"] == "Idempotency-Key"
+    assert error_of(answer, 400)["param"] == "Idempotency-Key"
 
 
 async def test_without_a_valid_api_key_the_answer_is_401(anonymous: httpx.AsyncClient) -> None:

@@ -99,9 +99,9 @@ async def test_an_empty_page_has_no_ids(client: httpx.AsyncClient) -> None:
 
 
 @pytest.mark.parametrize("query", [{"limit": 0}, {"limit": 101}, {"order": "sideways"}])
-async def test_bad_paging_is_answered_422(client: httpx.AsyncClient, query: dict[str, Any]) -> None:
+async def test_bad_paging_is_answered_400(client: httpx.AsyncClient, query: dict[str, Any]) -> None:
     cid = await conversation_of(client, "x")
-    error_of(await client.get(f"/v1/conversations/{cid}/items", params=query), 422)
+    error_of(await client.get(f"/v1/conversations/{cid}/items", params=query), 400)
 
 
 async def test_include_is_accepted_and_ignored(client: httpx.AsyncClient) -> None:
@@ -246,7 +246,7 @@ async def test_deleting_part_of_a_message_is_refused_naming_the_message(
     client: httpx.AsyncClient, mixed: tuple[str, Message]
 ) -> None:
     cid, reply = mixed
-    error = error_of(await client.delete(f"/v1/conversations/{cid}/items/{reply.id}:1"), 422)
+    error = error_of(await client.delete(f"/v1/conversations/{cid}/items/{reply.id}:1"), 400)
     assert reply.id in error["message"]
     assert (await client.delete(f"/v1/conversations/{cid}/items/{reply.id}")).status_code == 200
     assert [i["type"] for i in (await items_of(client, cid))["data"]] == ["message", "message"]

@@ -101,11 +101,12 @@ async def test_errors_are_the_clients_exceptions(acme: openai.AsyncOpenAI) -> No
         await acme.conversations.items.retrieve("msg_nobody", conversation_id=created.id)
     with pytest.raises(openai.NotFoundError):
         await acme.conversations.items.delete("msg_nobody", conversation_id=created.id)
-    with pytest.raises(openai.UnprocessableEntityError) as too_many:
+    with pytest.raises(openai.BadRequestError) as too_many:
         await acme.conversations.items.create(
             created.id, items=[text_item(str(i)) for i in range(21)]
         )
-    assert too_many.value.param == "body.items"
+    assert too_many.value.param == "body.items" and too_many.value.status_code == 400
+    assert too_many.value.type == "invalid_request_error"
     with pytest.raises(openai.ConflictError):
         same = item(id="msg_same", role="user", content="x")
         await acme.conversations.items.create(created.id, items=[same, same])

@@ -8,8 +8,11 @@ the client may retry (`retries`); writes with an `Idempotency-Key` run once
 (`idempotency`).
 """
 
+from typing import Any
+
 from fastapi import APIRouter, FastAPI
 
+from agent_threads.server.errors import OPENAI_PREFIX
 from agent_threads.server.v1 import conversations, items
 from agent_threads.server.v1.idempotency import Idempotency
 from agent_threads.server.v1.retries import RetryAdvice
@@ -26,8 +29,27 @@ def install_v1(app: FastAPI) -> None:
     """
     for router in ROUTERS:
         app.include_router(router)
+    _document_as_openai(app)
     app.add_middleware(Idempotency)
     app.add_middleware(RetryAdvice)  # outer: it advises on Idempotency's answers too
+
+
+def _document_as_openai(app: FastAPI) -> None:
+    """Leave FastAPI's own 422 out of `/v1`'s documented answers.
+
+    A malformed request is answered 400 there (see `errors`), which each route documents.
+    """
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            for path, operations in generate()["paths"].items():
+                if path.startswith(OPENAI_PREFIX):
+                    for operation in operations.values():
+                        operation["responses"].pop("422", None)
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 __all__ = ["ROUTERS", "install_v1"]

@@ -30,7 +30,7 @@ log = logging.getLogger("agent_threads.server")
 
 router = APIRouter(prefix="/v1/conversations", tags=["openai: conversations"])
 
-_COMMON = error_responses(401, 422, 503)
+_COMMON = error_responses(400, 401, 503)
 _ONE = {**_COMMON, **error_responses(404)}
 
 

@@ -7,7 +7,7 @@ kept in the record for `ttl` seconds (default a day) and given again, with the h
 `Idempotent-Replayed: true`, to any request with the same key and the same method,
 path, query and body. Meanwhile:
 
-- the same key with another request answers 422 (`x-should-retry: false`);
+- the same key with another request answers 400 (`x-should-retry: false`);
 - the same key while the first request still runs answers 409 (`x-should-retry: true`:
   the client retries, and then gets the first answer); a claim whose request never
   finished (a process killed) expires after `pending_ttl` seconds;
@@ -93,9 +93,9 @@ class Idempotency:
             return
         if not 0 < len(key) <= MAX_KEY_LENGTH:
             response = error_response(
-                422,
+                400,
                 f"the Idempotency-Key header must be 1 to {MAX_KEY_LENGTH} characters",
-                "invalid_request",
+                "invalid_request_error",
                 param="Idempotency-Key",
             )
             await response(scope, receive, send)
@@ -283,10 +283,10 @@ async def _replay(record: Record, send: Send) -> None:
 
 def _mismatch() -> ASGIApp:
     return error_response(
-        422,
+        400,
         "this Idempotency-Key was used with another request (method, path or body):"
         " use a new key for a new request",
-        "invalid_request",
+        "invalid_request_error",
         param="Idempotency-Key",
         headers={"x-should-retry": "false"},
     )

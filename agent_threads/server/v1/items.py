@@ -3,7 +3,7 @@
 Items are the thread's messages as `formats.openai_responses` writes them: one item per
 message added here; a message appended through the native API that mixes parts is
 several items, `"{message_id}:{n}"` after the first (read and listed like any other;
-deleting one of those answers 422: delete its message, the first item, instead).
+deleting one of those answers 400: delete its message, the first item, instead).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ log = logging.getLogger("agent_threads.server")
 
 router = APIRouter(prefix="/v1/conversations/{conversation_id}/items", tags=["openai: items"])
 
-_READ = error_responses(401, 404, 422, 503)
+_READ = error_responses(400, 401, 404, 503)
 Include = Annotated[
     list[str], Query(alias="include[]", description="accepted for compatibility, ignored")
 ]
