@@ -168,6 +168,20 @@ async def test_a_failed_write_without_a_key_is_not_retried(
     assert [i async for i in acme.conversations.items.list(created.id)] == []
 
 
+async def test_a_write_saved_before_the_store_failed_is_answered_as_saved(
+    acme: openai.AsyncOpenAI, store: ControlledStore
+) -> None:
+    """No 5xx after a write was saved: the client would send it again."""
+    created = await acme.conversations.create()
+    store.lose_next_reply()
+    raw = await acme.conversations.items.with_raw_response.create(
+        created.id, items=[text_item("x")]
+    )
+    assert raw.http_request.headers["x-stainless-retry-count"] == "0"
+    assert [text_of(i) for i in raw.parse().data] == ["x"]
+    assert [text_of(i) async for i in acme.conversations.items.list(created.id)] == ["x"]
+
+
 async def test_a_failed_write_with_a_key_is_retried_and_written_once(
     app: FastAPI, store: ControlledStore
 ) -> None:

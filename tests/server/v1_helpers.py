@@ -41,13 +41,14 @@ def item(**fields: Any) -> Any:
 class ControlledStore(MemoryStore):
     """A MemoryStore whose commits (appends, rollbacks) fail as planned, or wait for a gate.
 
-    `plan` lists the next commits' fates, True to fail (`fail_next_commit` plans one).
+    `plan` lists the next commits' fates, True to fail (`fail_next_commit` plans one),
+    "saved" to commit and then fail as if the reply were lost (`lose_next_reply`).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.commits = 0
-        self.plan: list[bool] = []
+        self.plan: list[bool | str] = []
         self.gate: anyio.Event | None = None
         self.entered = anyio.Event()
 
@@ -59,13 +60,20 @@ class ControlledStore(MemoryStore):
     def fail_next_commit(self, value: bool) -> None:
         self.plan = [value]
 
+    def lose_next_reply(self) -> None:
+        self.plan = ["saved"]
+
     async def _do_commit(
         self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
     ) -> Record:
-        if self.plan and self.plan.pop(0):
+        fate = self.plan.pop(0) if self.plan else False
+        if fate is True:
             raise StoreUnavailableError(repr(self), operation="commit", detail="unplugged")
         if self.gate is not None:
             self.entered.set()
             await self.gate.wait()
         self.commits += 1
-        return await super()._do_commit(writes, record, expected_version=expected_version)
+        stored = await super()._do_commit(writes, record, expected_version=expected_version)
+        if fate == "saved":
+            raise StoreUnavailableError(repr(self), operation="commit", detail="reply lost")
+        return stored

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from agent_threads.messages import Message
+from agent_threads.server.api import writes
 from agent_threads.server.api.handles import appending_thread, chat_thread
 from agent_threads.server.api.models import (
     AppendResult,
@@ -68,7 +69,7 @@ async def get_messages(
 async def append_messages(thread_id: str, body: MessageBatch, store: Store) -> AppendResult:
     """Append messages to a chat thread, in order, all or nothing."""
     thread = await appending_thread(store, thread_id)
-    await thread.on_new_messages(body.messages)
+    await writes.append(thread, body.messages)
     return AppendResult(messages=body.messages, head=thread.head)
 
 

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Query
 from agent_threads.errors import InvalidValueError, MessageNotFoundError
 from agent_threads.formats.openai_responses import from_items, message_items, split_item_id
 from agent_threads.messages import Message
+from agent_threads.server.api import writes
 from agent_threads.server.api.handles import appending_thread, chat_thread
 from agent_threads.server.api.models import Order, PageLimit
 from agent_threads.server.auth import Store
@@ -46,7 +47,7 @@ async def create_items(
     """Add up to 20 items at the end of a conversation, in order, all or nothing."""
     messages = from_items(body.items)
     thread = await appending_thread(store, conversation_id)
-    await thread.on_new_messages(messages)
+    await writes.append(thread, messages)
     return ItemList.of([item for m in messages for item in message_items(m)])
 
 

@@ -1,0 +1,46 @@
+"""No 5xx after a write was saved: an append whose store reply was lost answers as saved."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.server.v1_helpers import ControlledStore
+
+from .conftest import error_of, new_thread, text
+
+
+@pytest.fixture
+def store() -> ControlledStore:
+    return ControlledStore()
+
+
+async def texts(client: httpx.AsyncClient, thread_id: str) -> list[str]:
+    answer = await client.get(f"/api/threads/{thread_id}/messages")
+    return [m["contents"][0]["text"] for m in answer.json()["messages"]]
+
+
+async def test_an_append_saved_before_the_store_failed_is_answered_201(
+    client: httpx.AsyncClient, store: ControlledStore
+) -> None:
+    thread_id = (await new_thread(client, "a"))["id"]
+    store.lose_next_reply()
+    answer = await client.post(
+        f"/api/threads/{thread_id}/messages", json={"messages": [text("b"), text("c")]}
+    )
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["head"] == 3
+    assert await texts(client, thread_id) == ["a", "b", "c"]
+
+
+async def test_an_append_the_store_did_not_save_is_answered_503_and_kept_out(
+    client: httpx.AsyncClient, store: ControlledStore
+) -> None:
+    thread_id = (await new_thread(client, "a"))["id"]
+    store.fail_next_commit = True
+    answer = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [text("b")]})
+    assert "unplugged" in error_of(answer, 503)["message"]
+    assert answer.headers["Retry-After"] == "1"
+    assert await texts(client, thread_id) == ["a"]
+    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [text("b")]})
+    assert again.status_code == 201 and await texts(client, thread_id) == ["a", "b"]
