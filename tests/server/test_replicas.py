@@ -1,13 +1,16 @@
-"""Two server processes on one PostgreSQL store take appends to one thread together.
+"""Server processes on one shared store take appends to one thread together.
 
 `agent-threads serve` runs twice, on two free loopback ports, over one PostgresStore (a
 schema of this test's own, dropped afterwards). Eight HTTP clients, four on each server,
 append 100 messages each to one thread at the same time: every answer is 201, the
-thread ends with exactly 800 messages, and each client's messages are in its order.
+thread ends with exactly 800 messages, and each client's messages are in its order. The
+same holds for one server with `--workers 2` (two processes behind one port), on
+PostgreSQL and on Redis (a key prefix of the test's own, deleted afterwards).
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -19,10 +22,10 @@ from pathlib import Path
 import anyio
 import asyncpg
 import httpx
+import pytest
+import redis.asyncio as redis
 
-from tests.stores.conftest import POSTGRES_DSN, needs_server
-
-pytestmark = needs_server("postgres")
+from tests.stores.conftest import POSTGRES_DSN, REDIS_URL, needs_server
 
 KEY = "key-acme"
 CLIENTS = 8
@@ -46,11 +49,11 @@ async def _answers(url: str) -> bool:
 
 
 @asynccontextmanager
-async def _server(store_url: str, log: Path) -> AsyncIterator[str]:
+async def _server(store_url: str, log: Path, *, workers: int = 1) -> AsyncIterator[str]:
     """`agent-threads serve` in a process of its own; its base URL once it answers."""
     port = _free_port()
     command = [str(Path(sys.executable).with_name("agent-threads")), "serve", "--store", store_url]
-    command += ["--port", str(port), "--api-key", f"acme:{KEY}"]
+    command += ["--port", str(port), "--api-key", f"acme:{KEY}", "--workers", str(workers)]
     with log.open("wb") as output:
         process = await anyio.open_process(command, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -65,6 +68,19 @@ async def _server(store_url: str, log: Path) -> AsyncIterator[str]:
         process.terminate()
         with anyio.fail_after(15):
             await process.wait()
+
+
+@asynccontextmanager
+async def _prefix() -> AsyncIterator[str]:
+    """A fresh Redis key prefix's store URL; its keys are deleted afterwards."""
+    prefix = f"test-{uuid.uuid4().hex}"
+    try:
+        yield f"{REDIS_URL}?prefix={prefix}"
+    finally:
+        async with redis.Redis.from_url(REDIS_URL) as client:
+            keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+            if keys:
+                await client.delete(*keys)
 
 
 @asynccontextmanager
@@ -106,6 +122,25 @@ async def _texts(url: str, thread_id: str) -> list[str]:
             after = page["last_id"]
 
 
+async def _race(urls: tuple[str, str]) -> None:
+    """Eight clients, alternating between `urls`, append to one thread; all kept, in order."""
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}) as client:
+        created = await client.post(f"{urls[0]}/api/threads", json={"id": "shared"})
+        assert created.status_code == 201, created.text
+    failures: list[str] = []
+    with anyio.fail_after(240):
+        async with anyio.create_task_group() as group:
+            for n in range(CLIENTS):
+                group.start_soon(_append_all, urls[n % 2], "shared", n, failures)
+    assert failures == []
+    texts = await _texts(urls[1], "shared")
+    assert len(texts) == CLIENTS * APPENDS == len(set(texts))
+    for n in range(CLIENTS):
+        mine = [t for t in texts if t.startswith(f"{n}:")]
+        assert mine == [f"{n}:{i}" for i in range(APPENDS)]
+
+
+@needs_server("postgres")
 async def test_two_servers_on_one_postgres_store_keep_every_append_in_order(
     tmp_path: Path,
 ) -> None:
@@ -114,17 +149,24 @@ async def test_two_servers_on_one_postgres_store_keep_every_append_in_order(
         _server(store_url, tmp_path / "first.log") as first,
         _server(store_url, tmp_path / "second.log") as second,
     ):
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}) as client:
-            created = await client.post(f"{first}/api/threads", json={"id": "shared"})
-            assert created.status_code == 201, created.text
-        failures: list[str] = []
-        with anyio.fail_after(240):
-            async with anyio.create_task_group() as group:
-                for n in range(CLIENTS):
-                    group.start_soon(_append_all, (first, second)[n % 2], "shared", n, failures)
-        assert failures == []
-        texts = await _texts(second, "shared")
-    assert len(texts) == CLIENTS * APPENDS == len(set(texts))
-    for n in range(CLIENTS):
-        mine = [t for t in texts if t.startswith(f"{n}:")]
-        assert mine == [f"{n}:{i}" for i in range(APPENDS)]
+        await _race((first, second))
+
+
+def _worker_pids(log: Path) -> set[str]:
+    """The processes that logged serving (uvicorn: "Started server process [PID]")."""
+    return set(re.findall(r"Started server process \[(\d+)\]", log.read_text()))
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param(k, marks=needs_server(k)) for k in ("postgres", "redis")]
+)
+async def test_one_server_with_two_workers_keeps_every_append_in_order(
+    tmp_path: Path, kind: str
+) -> None:
+    log = tmp_path / "workers.log"
+    async with (
+        _schema() if kind == "postgres" else _prefix() as store_url,
+        _server(store_url, log, workers=2) as url,
+    ):
+        await _race((url, url))
+    assert len(_worker_pids(log)) == 2, log.read_text()
