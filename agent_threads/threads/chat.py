@@ -154,16 +154,23 @@ def _new_rows(messages: Sequence[Message], thread_id: str) -> list[Row]:
 
 def _check_storable(message: Message, thread_id: str) -> None:
     """Check the free-form JSON of a message: its metadata, tool arguments and results."""
-    where = f"thread {thread_id!r} message {message.id!r}"
     if message.metadata:
-        limits.check_json(message.metadata, f"{where} metadata")
+        limits.check_json(message.metadata, f"{_where(message, thread_id)} metadata")
     for part in message.contents:
         if isinstance(part, ToolCallPart) and part.arguments:
-            limits.check_json(part.arguments, f"{where} tool call {part.call_id!r} arguments")
+            where = f"{_where(message, thread_id)} tool call {part.call_id!r} arguments"
+            limits.check_json(part.arguments, where)
         elif isinstance(part, ToolResultPart):
-            limits.check_json(part.result, f"{where} tool result {part.call_id!r}")
+            where = f"{_where(message, thread_id)} tool result {part.call_id!r}"
+            limits.check_json(part.result, where)
     if message.usage is not None and not math.isfinite(message.usage.cost):
-        raise InvalidValueError(f"{where} usage.cost", reason="not a finite number")
+        where = f"{_where(message, thread_id)} usage.cost"
+        raise InvalidValueError(where, reason="not a finite number")
+
+
+def _where(message: Message, thread_id: str) -> str:
+    """The message named in an error (made only when one is raised or checked for)."""
+    return f"thread {thread_id!r} message {message.id!r}"
 
 
 def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
-from agent_threads import ChatMessageThread, DuplicateMessageError, MemoryStore, Message, Usage
+from agent_threads import (
+    ChatMessageThread,
+    DuplicateMessageError,
+    InvalidValueError,
+    MemoryStore,
+    Message,
+    Usage,
+    tool_call,
+)
 
 
 class TaggedMessage(Message):
@@ -84,3 +93,17 @@ async def test_a_stale_handle_appends_after_another_handles_state_update() -> No
     reloaded = await ChatMessageThread.load(first.id, store=store, lazy=True)
     assert [m.text for m in await reloaded.get_messages()] == ["x", "y"]
     assert reloaded.state.to_dict() == {"step": 1}
+
+
+async def test_what_json_cannot_hold_is_refused_naming_the_message_and_field() -> None:
+    thread = await ChatMessageThread.create()
+    costly = Message.assistant("a", usage=Usage(cost=math.inf))
+    with pytest.raises(InvalidValueError, match=rf"message '{costly.id}' usage\.cost"):
+        await thread.on_new_messages([Message.user("fine"), costly])
+    answer = Message.tool_result("call-1", {"x": [math.nan]})
+    with pytest.raises(InvalidValueError, match=rf"message '{answer.id}' tool result 'call-1'"):
+        await thread.on_new_messages([answer])
+    call = Message.assistant(tool_calls=[tool_call("f", {"x": math.inf}, call_id="call-2")])
+    with pytest.raises(InvalidValueError, match=rf"message '{call.id}' tool call 'call-2' arg"):
+        await thread.on_new_messages([call])
+    assert thread.head == 0
