@@ -254,6 +254,14 @@ class ThreadStore(Protocol):
         """Every `(segment_id, position)` holding a row with this message id."""
         ...
 
+    async def locate_messages(self, message_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        """`locate_message` of several ids at once: each id's places (an empty list: none).
+
+        One round trip where the store can (SQLiteStore: one query); a lazy handle
+        checks the ids of a batch it appends with it.
+        """
+        ...
+
     async def list_segments(self) -> dict[str, float]:
         """Every segment id, with the Unix time of its last write."""
         ...
@@ -572,6 +580,16 @@ class StoreBase(ABC):
             self._raise_translated(exc, "locate_message")
             raise
 
+    async def locate_messages(self, message_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        wanted = list(dict.fromkeys(validate_id(m, what="message id") for m in message_ids))
+        if not wanted:
+            return {}
+        try:
+            return await self._do_locate_messages(wanted)
+        except Exception as exc:
+            self._raise_translated(exc, "locate_messages")
+            raise
+
     async def list_segments(self) -> dict[str, float]:
         try:
             return await self._do_list_segments()
@@ -674,6 +692,10 @@ class StoreBase(ABC):
 
     @abstractmethod
     async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]: ...
+
+    async def _do_locate_messages(self, message_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
+        """Distinct, valid ids' places; one `_do_locate_message` each unless overridden."""
+        return {m: await self._do_locate_message(m) for m in message_ids}
 
     @abstractmethod
     async def _do_list_segments(self) -> dict[str, float]: ...

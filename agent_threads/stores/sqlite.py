@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import os
 import sqlite3
@@ -196,19 +197,22 @@ _READ = "SELECT c.key - s.base, c.count, c.data" + _OVERLAPPING
 _HELD = "SELECT c.key - s.base, c.count" + _OVERLAPPING
 
 _LOCATE = (
+    "WITH wanted (id) AS (SELECT value FROM json_each(?1))"
     # places in the index (no id list) ...
-    f"SELECT s.name, i.key % {POSITIONS}, NULL FROM message_index AS i"
-    f" JOIN segments AS s ON s.id = i.key / {POSITIONS} WHERE i.message_id = ?1"
+    f" SELECT w.id, s.name, i.key % {POSITIONS}, NULL FROM wanted AS w"
+    " JOIN message_index AS i ON i.message_id = w.id"
+    f" JOIN segments AS s ON s.id = i.key / {POSITIONS}"
     # ... chunks not indexed yet whose id list holds the text (the caller splits it) ...
-    f" UNION ALL SELECT s.name, u.key % {POSITIONS}, u.message_ids FROM unindexed AS u"
+    f" UNION ALL SELECT w.id, s.name, u.key % {POSITIONS}, u.message_ids FROM wanted AS w"
+    " JOIN unindexed AS u ON instr(u.message_ids, w.id)"
     f" JOIN segments AS s ON s.id = u.key / {POSITIONS}"
-    f" WHERE instr(u.message_ids, ?1) AND (SELECT count(*) FROM unindexed) <= {_BACKLOG}"
+    f" WHERE (SELECT count(*) FROM unindexed) <= {_BACKLOG}"
     # ... or, past the backlog, a row of NULLs: bring the index up to date first
-    f" UNION ALL SELECT NULL, NULL, NULL WHERE (SELECT count(*) FROM unindexed) > {_BACKLOG}"
+    f" UNION ALL SELECT NULL, NULL, NULL, NULL WHERE (SELECT count(*) FROM unindexed) > {_BACKLOG}"
 )
-"""The places of message `?1`: `(segment, position, NULL)` from the index, `(segment,
-first position, newline-joined ids)` of a chunk not indexed yet, or one `(NULL, NULL,
-NULL)` when too many chunks wait to be indexed."""
+"""The places of the message ids in the JSON array `?1`: `(id, segment, position, NULL)`
+from the index, `(id, segment, first position, newline-joined ids)` of a chunk not indexed
+yet, or one row of NULLs when too many chunks wait to be indexed."""
 
 
 class SQLiteStore(StoreBase):
@@ -544,28 +548,32 @@ class SQLiteStore(StoreBase):
         return arrays
 
     async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        return (await self._do_locate_messages([message_id]))[message_id]
+
+    async def _do_locate_messages(self, message_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
         """The message-id index is brought up to date here, not by appends.
 
         A lookup searches the id lists of chunks not indexed yet (read-only) while they
         are at most `_BACKLOG`; past that, it indexes them all in one transaction first.
         """
+        wanted = (json.dumps(message_ids),)
         async with self._statement() as connection:
-            found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
-        if any(name is None for name, _, _ in found):
+            found = list(await connection.execute_fetchall(_LOCATE, wanted))
+        if any(message_id is None for message_id, _, _, _ in found):
             async with self._transaction() as connection:
                 indexed = await _index_chunks(connection)
-                found = list(await connection.execute_fetchall(_LOCATE, (message_id,)))
+                found = list(await connection.execute_fetchall(_LOCATE, wanted))
             if indexed >= _RECLAIM_AFTER:  # a few freed pages are soon reused by appends
                 await self._reclaim()
-        places = set()
-        for name, position, ids in found:
+        places: dict[str, set[tuple[str, int]]] = {m: set() for m in message_ids}
+        for message_id, name, position, ids in found:
             if ids is None:
-                places.add((str(name), int(position)))
+                places[message_id].add((str(name), int(position)))
                 continue
             for offset, held in enumerate(str(ids).split("\n")):
                 if held == message_id:  # instr matched text: keep whole ids only
-                    places.add((str(name), int(position) + offset))
-        return sorted(places)
+                    places[message_id].add((str(name), int(position) + offset))
+        return {m: sorted(held) for m, held in places.items()}
 
     async def _do_list_segments(self) -> dict[str, float]:
         async with self._statement() as connection:

@@ -197,6 +197,10 @@ class TenantStore(StoreBase):
         places = await self._inner.locate_message(message_id)
         return [(self._out(s), p) for s, p in places if self._mine(s)]
 
+    async def _do_locate_messages(self, message_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
+        found = await self._inner.locate_messages(message_ids)
+        return {m: [(self._out(s), p) for s, p in found[m] if self._mine(s)] for m in found}
+
     async def _do_list_segments(self) -> dict[str, float]:
         segments = await self._inner.list_segments()
         return {self._out(s): t for s, t in segments.items() if self._mine(s)}

@@ -471,6 +471,10 @@ class ChatMessageThread(AgentThread):
             if self._lazy
             else self._cache.places(message_id)
         )
+        return self._first_index(places)
+
+    def _first_index(self, places: Iterable[tuple[str, int]]) -> int | None:
+        """The index in this thread of the first of these rows it holds (None: none)."""
         for segment_id, position in places:
             index = pieces.index_of(self._ranges, segment_id, position)
             if index is not None:
@@ -649,11 +653,16 @@ class ChatMessageThread(AgentThread):
             raise backoff.exhausted(self.id, "these messages were appended")
 
     async def _check_absent(self, batch: list[Message]) -> None:
-        if not self._lazy and not self._cache.holds_any(m.id for m in batch):
+        if self._lazy:  # the whole batch's ids in one store lookup
+            found = await self._store.locate_messages([m.id for m in batch])
+            places = {m.id: found[m.id] for m in batch}
+        elif self._cache.holds_any(m.id for m in batch):
+            places = {m.id: self._cache.places(m.id) for m in batch}
+        else:
             return  # the usual batch: no id is anywhere in memory, so none is in the thread
-        for message in batch:
-            if await self._find(message.id) is not None:
-                raise DuplicateMessageError(message.id, thread_id=self.id)
+        for message_id, held in places.items():
+            if self._first_index(held) is not None:
+                raise DuplicateMessageError(message_id, thread_id=self.id)
 
     async def _plan_append(
         self, batch: list[Message], rows: list[Row], *, force_new: bool

@@ -151,6 +151,20 @@ async def test_locate_message_finds_every_copy(store: ThreadStore) -> None:
     assert await store.locate_message("nowhere") == []
 
 
+async def test_locate_messages_finds_every_copy_of_several_ids_at_once(
+    store: ThreadStore,
+) -> None:
+    await store.append_rows("s1", 0, rows("m0", "m1", "m10"))
+    await store.append_rows("s2", 5, rows("m1"))
+    found = await store.locate_messages(["m1", "nowhere", "m0", "m1", "m"])
+    assert found == {"m1": [("s1", 1), ("s2", 5)], "nowhere": [], "m0": [("s1", 0)], "m": []}
+    for message_id, places in found.items():
+        assert sorted(await store.locate_message(message_id)) == places
+    assert await store.locate_messages([]) == {}
+    with pytest.raises(InvalidIdError, match="message id"):
+        await store.locate_messages(["m0", "../etc"])
+
+
 async def test_list_and_delete_segments(store: ThreadStore) -> None:
     await store.append_rows("s1", 0, rows("m0"))
     await store.append_rows("s2", 0, rows("m1"))
@@ -389,6 +403,20 @@ async def test_duplicate_message_id_is_rejected_and_nothing_stored(store: Thread
     with pytest.raises(DuplicateMessageError):
         await thread.on_new_messages([twice, twice])
     assert texts((await ChatMessageThread.load(thread.id, store=store)).messages) == ["a"]
+
+
+async def test_a_lazy_handle_refuses_a_batch_holding_an_id_of_the_thread_not_of_a_sibling(
+    store: ThreadStore,
+) -> None:
+    parent = await make_thread(store, ["a", "b"])
+    fork = await parent.fork(message_id=parent.messages[0].id)  # holds "a", not "b"
+    lazy = await ChatMessageThread.load(fork.id, store=store, lazy=True)
+    held, elsewhere = parent.messages
+    with pytest.raises(DuplicateMessageError, match=held.id):
+        await lazy.on_new_messages([Message.user("new"), held])
+    await lazy.on_new_messages([Message.user("new"), elsewhere])  # only in the parent
+    reloaded = await ChatMessageThread.load(fork.id, store=store)
+    assert texts(reloaded.messages) == ["a", "new", "b"]
 
 
 async def test_deleted_thread_is_gone_but_its_forks_work(store: ThreadStore) -> None:
