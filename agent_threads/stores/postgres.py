@@ -651,6 +651,18 @@ class PostgresStore(StoreBase):
             )
         return [(segment_id, position) for segment_id, position in rows]
 
+    async def _do_locate_messages(self, message_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
+        async with self._connection() as connection:
+            rows = await connection.fetch(
+                "SELECT message_id, segment_id, position FROM segment_rows"
+                " WHERE message_id = ANY($1::text[]) ORDER BY segment_id, position",
+                message_ids,
+            )
+        places: dict[str, list[tuple[str, int]]] = {m: [] for m in message_ids}
+        for message_id, segment_id, position in rows:
+            places[message_id].append((segment_id, position))
+        return places
+
     async def _do_list_segments(self) -> dict[str, float]:
         async with self._connection() as connection:
             rows = await connection.fetch("SELECT segment_id, written_at FROM segments")

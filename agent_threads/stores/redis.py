@@ -341,6 +341,17 @@ def _foreign_keys_are_corruption(where: str) -> Iterator[None]:
         raise StoreCorruptedError(where, detail=f"a key holds data of another type: {exc}") from exc
 
 
+def _places(found: bytes | str | None, where: str) -> list[tuple[str, int]]:
+    """The `(segment_id, position)` places of a message-index field ("segment/position" ...)."""
+    places = []
+    for place in _text(found or b"", where).split():
+        segment_id, _, position = place.rpartition("/")
+        if not segment_id or not position.isdigit():
+            raise StoreCorruptedError(where, detail=f"bad place {place!r}")
+        places.append((segment_id, int(position)))
+    return sorted(places)
+
+
 def _text(value: bytes | str, where: str) -> str:
     if isinstance(value, str):
         return value
@@ -567,18 +578,17 @@ class RedisStore(StoreBase):
         return check_read(segment_id, start, end, found)
 
     async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
+        return (await self._do_locate_messages([message_id]))[message_id]
+
+    async def _do_locate_messages(self, message_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
         key = self._key("messages")
         client = await self._connection()
         with _foreign_keys_are_corruption(f"Redis key {key!r}"):
-            found = await client.hget(key, message_id)
-        where = f"Redis key {key!r} field {message_id!r}"
-        places = []
-        for place in _text(found or b"", where).split():
-            segment_id, _, position = place.rpartition("/")
-            if not segment_id or not position.isdigit():
-                raise StoreCorruptedError(where, detail=f"bad place {place!r}")
-            places.append((segment_id, int(position)))
-        return sorted(places)
+            found = await client.hmget(key, message_ids)
+        return {
+            message_id: _places(held, f"Redis key {key!r} field {message_id!r}")
+            for message_id, held in zip(message_ids, found, strict=True)
+        }
 
     async def _do_list_segments(self) -> dict[str, float]:
         return await self._scores("segments")
