@@ -213,6 +213,14 @@ def test_the_anthropic_system_check_refuses_what_the_sdk_does_not_take() -> None
             checked(ANTHROPIC_SYSTEM, system)
 
 
+def test_a_base64_image_the_messages_api_cannot_take_is_refused() -> None:
+    tiff = Message(role="user", contents=(DataPart(media_type="image/tiff", data=PNG),))
+    with pytest.raises(ValueError, match="image/tiff"):
+        anthropic_format.to_messages([tiff])
+    by_url = Message(role="user", contents=(DataPart(media_type="image/tiff", uri="https://x/a"),))
+    check_anthropic(anthropic_format.to_messages([by_url]))  # a URL source names no type
+
+
 # -- Anthropic: replies ---------------------------------------------------------------------
 
 

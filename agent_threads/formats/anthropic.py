@@ -7,7 +7,8 @@ to_messages(view)`), and `from_messages(messages, system=...)` takes it back.
 Mapping (what is lost is said here once):
 
 - Every `system` message's text joins `system` (blank-line separated), wherever it stood.
-- `user` -> text blocks, `image` blocks (base64 or URL source) and PDF `document` blocks.
+- `user` -> text blocks, `image` blocks (base64 JPEG, PNG, GIF or WebP, or a URL source)
+  and PDF `document` blocks.
 - `assistant` -> `thinking` blocks with their signature (unsigned thinking is left out: the
   API rejects it), text blocks, and `tool_use` blocks (`id`, `name`, `input`).
 - Each tool result -> a `tool_result` block (`tool_use_id`, text `content`, `is_error`) in a
@@ -50,6 +51,9 @@ from agent_threads.messages import (
     ToolResultPart,
 )
 from agent_threads.views.answers import arrange, check_mode
+
+_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+"""The media types a base64 image source may name (a URL source names none)."""
 
 
 class AnthropicMessages(NamedTuple):
@@ -147,6 +151,11 @@ def _data(message: Message, part: DataPart) -> dict[str, Any]:
         )
     if part.uri is not None:
         return {"type": kind, "source": {"type": "url", "url": part.uri}}
+    if kind == "image" and part.media_type not in _IMAGE_TYPES:
+        raise ValueError(
+            f"message {message.id!r}: the Messages API takes base64 images as"
+            f" {', '.join(_IMAGE_TYPES)}, not {part.media_type}"
+        )
     source = {"type": "base64", "media_type": part.media_type, "data": part.data}
     return {"type": kind, "source": source}
 
