@@ -517,6 +517,15 @@ def test_every_kind_of_chat_message_validates_against_the_sdk_types() -> None:
     assert "name" not in request[-1]
 
 
+def test_a_chat_refusal_is_kept_as_the_replys_text() -> None:
+    refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    (message,) = chat_format.from_completion(completion(refusal))
+    assert message.contents == (TextPart(text="I can't help with that."),)
+    request = chat_format.to_messages([Message.user("Do it."), message])
+    check_chat(request)
+    assert request[1] == {"role": "assistant", "content": "I can't help with that."}
+
+
 def test_the_chat_check_refuses_a_malformed_request() -> None:
     good = chat_format.to_messages(
         [Message.user("hi"), *chat_format.from_completion(completion(TOOL_REPLY))],

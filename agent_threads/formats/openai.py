@@ -18,7 +18,8 @@ Mapping (what is lost is said here once):
 - `author` -> `name` when it fits OpenAI's name pattern. Ids, times, usage and metadata have
   no place in a request and are not sent.
 
-`from_messages` reads such a list back (also `developer` messages, as system). Tool
+`from_messages` reads such a list back (also `developer` messages, as system, and a reply's
+`refusal` as its text, so a refused turn is not read as an empty one). Tool
 contents stay text: `from_messages(to_messages(x))` gives back `x` when its tool results are
 strings and follow their calls, and `to_messages` of that is always the same request.
 """
@@ -292,6 +293,9 @@ def _data_part(url: str, where: str) -> DataPart:
 
 def _reply(item: Mapping[str, Any], where: str) -> tuple[Part, ...]:
     parts: list[Part] = list(_text_parts(item, where))
+    refusal = item.get("refusal")
+    if isinstance(refusal, str) and refusal:  # a reply's refusal: its only text
+        parts.append(TextPart(text=refusal))
     for call in item.get("tool_calls") or []:
         call = as_mapping(call, where)
         function = field(call, "function", Mapping, f"{where} tool call")
