@@ -74,6 +74,10 @@ _RECORDS = TypeAdapter(list[Record])
 _TIMES = TypeAdapter(dict[str, float])
 
 
+_IDS_PER_QUERY = 100
+"""Message ids per `locate_messages` request (in its query string: ~5 KB)."""
+
+
 class HttpStore(StoreBase):
     """The store a service at `url` holds for the tenant of `api_key` (none: anonymous)."""
 
@@ -267,6 +271,17 @@ class HttpStore(StoreBase):
         params = {"message_id": message_id}
         found = await self._json("GET", "locations", "locate_message", params=params)
         return [(place["segment_id"], int(place["position"])) for place in found["locations"]]
+
+    async def _do_locate_messages(self, message_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
+        held: dict[str, list[dict[str, Any]]] = {}
+        for first in range(0, len(message_ids), _IDS_PER_QUERY):  # the URL stays short
+            params = {"message_id": message_ids[first : first + _IDS_PER_QUERY]}
+            found = await self._json("GET", "locations/many", "locate_messages", params=params)
+            held.update(found["locations"])
+        return {
+            m: [(place["segment_id"], int(place["position"])) for place in held[m]]
+            for m in message_ids
+        }
 
     async def _do_list_segments(self) -> dict[str, float]:
         found = await self._json("GET", "segments", "list_segments")

@@ -161,6 +161,8 @@ async def test_locate_messages_finds_every_copy_of_several_ids_at_once(
     for message_id, places in found.items():
         assert sorted(await store.locate_message(message_id)) == places
     assert await store.locate_messages([]) == {}
+    many = await store.locate_messages([f"x{i}" for i in range(150)] + ["m10"])
+    assert len(many) == 151 and many.pop("m10") == [("s1", 2)] and not any(many.values())
     with pytest.raises(InvalidIdError, match="message id"):
         await store.locate_messages(["m0", "../etc"])
 

@@ -192,6 +192,13 @@ class Locations(BaseModel):
     locations: list[Location]
 
 
+class ManyLocations(BaseModel):
+    """Every row holding each of several messages (an empty list: none)."""
+
+    model_config = _ANSWER
+    locations: dict[str, list[Location]]
+
+
 class WriteTimes(BaseModel):
     """Segment ids or blob digests, each with the Unix time of its last write."""
 
@@ -306,6 +313,20 @@ async def locate_message(message_id: str, store: Store) -> Locations:
     """`locate_message`: every `[segment_id, position]` holding a row of this message."""
     found = await store.locate_message(message_id)
     return Locations(locations=[Location(segment_id=s, position=p) for s, p in found])
+
+
+@router.get("/locations/many", responses=_COMMON)
+async def locate_messages(
+    store: Store,
+    message_id: Annotated[list[str], Query(max_length=1000, description="repeat for each id")],
+) -> ManyLocations:
+    """`locate_messages`: the rows holding each of these messages, in one call."""
+    found = await store.locate_messages(message_id)
+    return ManyLocations(
+        locations={
+            m: [Location(segment_id=s, position=p) for s, p in held] for m, held in found.items()
+        }
+    )
 
 
 @router.get("/segments", responses=_COMMON)
