@@ -305,6 +305,24 @@ def test_an_anthropic_reply_of_text_only_with_no_cache_fields_reads() -> None:
     assert message.usage == Usage(input_tokens=5, output_tokens=2)
 
 
+async def test_an_empty_anthropic_reply_still_counts_its_usage() -> None:
+    # the API can answer end_turn with no content (e.g. right after tool results)
+    body = {**anthropic_reply(), "content": [], "stop_reason": "end_turn"}
+    reply = anthropic_format.from_response(anthropic_sdk.types.Message.model_validate(body))
+    assert _essence(reply) == [("assistant", (), Usage(input_tokens=420, output_tokens=96))]
+    thread = await ChatMessageThread.create()
+    await thread.on_new_messages([Message.user("Go."), *reply])
+    assert (thread.stats.input_tokens, thread.stats.output_tokens) == (420, 96)
+    request = anthropic_format.to_messages([*thread.messages, Message.user("Go on.")])
+    check_anthropic(request)  # the empty turn is not sent
+    assert request.messages == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Go."}, {"type": "text", "text": "Go on."}],
+        }
+    ]
+
+
 @pytest.mark.xfail(
     reason="formats.anthropic has no part for redacted_thinking (Message has no opaque"
     " thinking part), so a reply holding one is refused instead of kept to send back",

@@ -196,13 +196,17 @@ def from_messages(
 def from_response(response: Mapping[str, Any] | BaseModel) -> list[Message]:
     """The messages of a Messages API reply (`client.messages.create(...)`), with its usage.
 
+    A reply with no content (the API may end a turn so) is an assistant message with no
+    contents, which carries the usage and which `to_messages` does not send.
+
     Raises:
         ValueError: the reply is not an assistant message this format knows.
     """
     reply = as_mapping(response, "response")
     usage = reply.get("usage")
+    usage = usage if isinstance(usage, Mapping) else None
     message = {"role": reply.get("role"), "content": reply.get("content")}
-    return from_messages([message], usage=usage if isinstance(usage, Mapping) else None)
+    return from_messages([message], usage=usage) or with_usage([Message(role="assistant")], usage)
 
 
 def _system_text(system: str | Iterable[Any]) -> str:
