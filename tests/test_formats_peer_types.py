@@ -221,6 +221,22 @@ def test_a_base64_image_the_messages_api_cannot_take_is_refused() -> None:
     check_anthropic(anthropic_format.to_messages([by_url]))  # a URL source names no type
 
 
+def test_empty_text_is_not_sent_to_the_messages_api() -> None:
+    # the API answers 400 "text content blocks must be non-empty"; the SDK types allow one
+    messages = [
+        Message.user("Hi"),
+        Message.assistant(""),
+        Message.user(""),
+        Message.assistant("", tool_calls=[tool_call("f", call_id="toolu_1")]),
+        Message.tool_result("toolu_1", ""),
+    ]
+    request = anthropic_format.to_messages(messages)
+    check_anthropic(request)
+    texts = [b["text"] for m in request.messages for b in m["content"] if b["type"] == "text"]
+    assert texts == ["Hi"]
+    assert [m["role"] for m in request.messages] == ["user", "assistant", "user"]
+
+
 # -- Anthropic: replies ---------------------------------------------------------------------
 
 

@@ -11,6 +11,8 @@ Mapping (what is lost is said here once):
   and PDF `document` blocks.
 - `assistant` -> `thinking` blocks with their signature (unsigned thinking is left out: the
   API rejects it), text blocks, and `tool_use` blocks (`id`, `name`, `input`).
+- Empty text is left out (the API rejects an empty text block), and so is a message left
+  with nothing to send.
 - Each tool result -> a `tool_result` block (`tool_use_id`, text `content`, `is_error`) in a
   user message; string results are sent as they are, other JSON encoded.
 - Consecutive messages of the same API role are merged into one message (the results of
@@ -127,7 +129,8 @@ def _text(message: Message, part: Part) -> str:
 
 def _block(message: Message, part: Part) -> dict[str, Any] | None:
     if isinstance(part, TextPart | SummaryPart):
-        return {"type": "text", "text": _text(message, part)}
+        text = _text(message, part)
+        return {"type": "text", "text": text} if text else None  # the API refuses "" text
     if isinstance(part, ThinkingPart):
         if part.signature is None:
             return None
