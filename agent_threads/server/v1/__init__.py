@@ -49,7 +49,7 @@ def _document_as_openai(app: FastAPI) -> None:
                         operation["responses"].pop("422", None)
         return app.openapi_schema or generate()
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    setattr(app, "openapi", openapi)  # noqa: B010 - FastAPI documents replacing the method
 
 
 __all__ = ["ROUTERS", "install_v1"]
