@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from agent_threads.server.api import ROUTERS
+from agent_threads.server.api.handles import KeptHandles
 from agent_threads.server.auth import API_KEYS_ENV, Tenants, api_keys_from_env, parse_api_keys
 from agent_threads.server.errors import install_error_handlers
 from agent_threads.server.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimit, RequestLog
@@ -68,6 +69,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.tenants = Tenants(store, keys)
+    app.state.kept_handles = KeptHandles()
     app.state.events_poll_interval = events_poll_interval
     install_error_handlers(app)
     for router in ROUTERS:

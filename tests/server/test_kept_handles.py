@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import httpx
-import pytest
+from fastapi import FastAPI
 
 from agent_threads import ChatMessageThread, MemoryStore, Message, WorkflowThread
+from agent_threads.server import create_app
 from agent_threads.server.api import handles
 from agent_threads.stores.tenant import TenantStore
 
@@ -85,14 +86,31 @@ async def test_a_message_id_already_in_the_thread_is_refused_through_a_kept_hand
 
 
 async def test_handles_kept_are_bounded_the_least_recently_used_dropped(
-    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient, app: FastAPI, store: MemoryStore
 ) -> None:
-    monkeypatch.setattr(handles, "KEPT_HANDLES", 2)
+    kept: handles.KeptHandles = app.state.kept_handles
+    kept.limit = 2
     ids = [(await new_thread(client))["id"] for _ in range(3)]
     for thread_id in ids:
         await append(client, thread_id, "x")
     await append(client, ids[1], "y")
-    kept = [list(held) for held in handles._kept.values() if ids[1] in held]
-    assert kept == [[ids[2], ids[1]]]
+    acme = app.state.tenants.store_for("Bearer key-acme")
+    assert kept.held(acme) == [ids[2], ids[1]]
     for thread_id in ids:  # dropped or kept, every thread answers alike
         assert (await append(client, thread_id, "z")).status_code == 201
+
+
+def _anonymous(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+async def test_each_app_keeps_its_own_handles(store: MemoryStore) -> None:
+    first, second = create_app(store), create_app(store)
+    async with _anonymous(first) as one, _anonymous(second) as two:
+        await new_thread(one, "a", id="shared")
+        assert (await append(one, "shared", "b")).status_code == 201
+        assert (await append(two, "shared", "c")).status_code == 201
+        assert (await append(one, "shared", "d")).status_code == 201  # after the other app's
+        assert await texts(two, "shared") == ["a", "b", "c", "d"]
+    assert first.state.kept_handles.held(store) == ["shared"]
+    assert second.state.kept_handles.held(store) == ["shared"]

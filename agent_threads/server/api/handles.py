@@ -1,8 +1,8 @@
 """Opening the thread a route names, in the caller's tenant store.
 
-Each request opens its own handle, except appends: `appending_thread` keeps a lazy handle
-per thread between requests (up to `KEPT_HANDLES` per store, the least recently used
-dropped), brought up to date with one record read before each use. A kept handle is
+Each request opens its own handle, except appends: `KeptHandles.appending` keeps a lazy
+handle per thread between requests (up to `KEPT_HANDLES` per store, the least recently
+used dropped), brought up to date with one record read before each use. A kept handle is
 what a fresh lazy load would give (`refresh` re-reads the record, and a handle never
 trusts a cached record when it writes: its commit is a compare-and-set), but it skips
 building the handle again, and appends to one thread from several requests queue on
@@ -12,7 +12,8 @@ one handle instead of racing each other through the store.
 from __future__ import annotations
 
 from collections import OrderedDict
-from weakref import WeakKeyDictionary
+
+from fastapi import Request
 
 from agent_threads.errors import ThreadNotFoundError
 from agent_threads.stores.base import ThreadStore
@@ -34,30 +35,50 @@ KEPT_HANDLES = 1024
 """How many appended-to threads' handles a store's requests keep (each holds a record and
 its recently used messages, bounded by the lazy handle's own cache limit)."""
 
-_kept: WeakKeyDictionary[ThreadStore, OrderedDict[str, ChatMessageThread]] = WeakKeyDictionary()
 
+class KeptHandles:
+    """The handles an app keeps between requests, per store and thread, least recent out.
 
-async def appending_thread(store: ThreadStore, thread_id: str) -> ChatMessageThread:
-    """A lazy handle on a chat thread to append to, kept between requests, up to date.
-
-    Raises:
-        ThreadNotFoundError: no chat thread has this id (any more).
+    One per app (`create_app` makes it; `kept_handles(request)` finds it), so the handles
+    go when the app goes. Its stores are the app's tenant stores, which live as long.
     """
-    kept = _kept.setdefault(store, OrderedDict())
-    handle = kept.get(thread_id)
-    if handle is None:
-        handle = await chat_thread(store, thread_id)
-    else:
-        try:
-            await handle.refresh()
-        except ThreadNotFoundError:  # deleted, or a workflow holds the id now
-            kept.pop(thread_id, None)
-            raise
-    kept[thread_id] = handle
-    kept.move_to_end(thread_id)
-    while len(kept) > KEPT_HANDLES:
-        kept.popitem(last=False)
-    return handle
+
+    def __init__(self, limit: int = KEPT_HANDLES) -> None:
+        self.limit = limit
+        # by the store's identity (a store need not be hashable); the app holds its stores
+        self._kept: dict[int, OrderedDict[str, ChatMessageThread]] = {}
+
+    def held(self, store: ThreadStore) -> list[str]:
+        """The ids of the threads whose handles are kept for `store`, least recent first."""
+        return list(self._kept.get(id(store), ()))
+
+    async def appending(self, store: ThreadStore, thread_id: str) -> ChatMessageThread:
+        """A lazy handle on a chat thread to append to, kept between requests, up to date.
+
+        Raises:
+            ThreadNotFoundError: no chat thread has this id (any more).
+        """
+        kept = self._kept.setdefault(id(store), OrderedDict())
+        handle = kept.get(thread_id)
+        if handle is None:
+            handle = await chat_thread(store, thread_id)
+        else:
+            try:
+                await handle.refresh()
+            except ThreadNotFoundError:  # deleted, or a workflow holds the id now
+                kept.pop(thread_id, None)
+                raise
+        kept[thread_id] = handle
+        kept.move_to_end(thread_id)
+        while len(kept) > self.limit:
+            kept.popitem(last=False)
+        return handle
+
+
+def kept_handles(request: Request) -> KeptHandles:
+    """The app's kept handles."""
+    kept: KeptHandles = request.app.state.kept_handles
+    return kept
 
 
 async def any_thread(store: ThreadStore, thread_id: str) -> AgentThread:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from agent_threads.messages import Message
 from agent_threads.server.api import writes
-from agent_threads.server.api.handles import appending_thread, chat_thread
+from agent_threads.server.api.handles import chat_thread, kept_handles
 from agent_threads.server.api.models import (
     AppendResult,
     MessageBatch,
@@ -66,9 +66,11 @@ async def get_messages(
 
 
 @router.post("", status_code=201, responses={**_READ, **error_responses(409, 413)})
-async def append_messages(thread_id: str, body: MessageBatch, store: Store) -> AppendResult:
+async def append_messages(
+    thread_id: str, body: MessageBatch, store: Store, request: Request
+) -> AppendResult:
     """Append messages to a chat thread, in order, all or nothing."""
-    thread = await appending_thread(store, thread_id)
+    thread = await kept_handles(request).appending(store, thread_id)
     await writes.append(thread, body.messages)
     return AppendResult(messages=body.messages, head=thread.head)
 

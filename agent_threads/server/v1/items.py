@@ -12,13 +12,13 @@ import logging
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from agent_threads.errors import InvalidValueError, MessageNotFoundError
 from agent_threads.formats.openai_responses import from_items, message_items, split_item_id
 from agent_threads.messages import Message
 from agent_threads.server.api import writes
-from agent_threads.server.api.handles import appending_thread, chat_thread
+from agent_threads.server.api.handles import chat_thread, kept_handles
 from agent_threads.server.api.models import Order, PageLimit
 from agent_threads.server.auth import Store
 from agent_threads.server.errors import error_responses
@@ -42,11 +42,12 @@ async def create_items(
     conversation_id: str,
     body: ItemsCreate,
     store: Store,
+    request: Request,
     include: Include = [],  # noqa: B006 - FastAPI copies query defaults
 ) -> ItemList:
     """Add up to 20 items at the end of a conversation, in order, all or nothing."""
     messages = from_items(body.items)
-    thread = await appending_thread(store, conversation_id)
+    thread = await kept_handles(request).appending(store, conversation_id)
     await writes.append(thread, messages)
     return ItemList.of([item for m in messages for item in message_items(m)])
 
