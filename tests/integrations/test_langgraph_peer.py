@@ -88,7 +88,7 @@ def test_langgraph_time_travel_tests_pass_on_a_memory_store(
     run = _run(peer_root, "memory", [SYNC_FILE, ASYNC_FILE], tmp_path / "report.xml")
     print(f"langgraph {LANGGRAPH_VERSION} time travel: {len(run['passed'])} passed")
     assert run["failed"] == [], f"{run['failed']}\n{run['output'][0]}"
-    assert len(run["passed"]) >= 90, run["output"][0]  # 1.2.22: 51 sync + 43 async
+    assert len(run["passed"]) == 94, run["output"][0]  # 1.2.22 to 1.2.24: 51 sync + 43 async
 
 
 def test_langgraph_async_time_travel_tests_pass_on_a_sqlite_store(
@@ -97,4 +97,4 @@ def test_langgraph_async_time_travel_tests_pass_on_a_sqlite_store(
     run = _run(peer_root, "sqlite", [ASYNC_FILE], tmp_path / "report.xml")
     print(f"langgraph {LANGGRAPH_VERSION} async time travel on SQLite: {len(run['passed'])}")
     assert run["failed"] == [], f"{run['failed']}\n{run['output'][0]}"
-    assert len(run["passed"]) >= 40, run["output"][0]
+    assert len(run["passed"]) == 43, run["output"][0]  # 1.2.22 to 1.2.24
