@@ -310,15 +310,30 @@ class ChatMessageThread(AgentThread):
         return cls._bind(store, stored, ImmutableState())._attach(SegmentCache(), lazy=False)
 
     @classmethod
-    async def load(cls, thread_id: str, *, store: ThreadStore, lazy: bool = False) -> Self:
+    async def load(
+        cls,
+        thread_id: str,
+        *,
+        store: ThreadStore,
+        lazy: bool = False,
+        cache_limit: int = LAZY_CACHE_LIMIT,
+    ) -> Self:
         """Open a stored thread; with `lazy=True` read only its record, not its messages.
+
+        A lazy handle keeps about `cache_limit` of the newest messages it read or appended
+        in memory (the newest batch always).
 
         Raises:
             ThreadNotFoundError: no chat thread has this id.
             StoreCorruptedError: its record or rows cannot be decoded.
+            InvalidValueError: `cache_limit` is not a positive number.
         """
+        if isinstance(cache_limit, bool) or not isinstance(cache_limit, int) or cache_limit < 1:
+            raise InvalidValueError(
+                "cache_limit", reason=f"must be at least 1, got {cache_limit!r}"
+            )
         record = await cls._read_record(store, thread_id)
-        return await cls._open(store, record, lazy=lazy)
+        return await cls._open(store, record, lazy=lazy, cache_limit=cache_limit)
 
     @classmethod
     async def get_or_create(
@@ -362,9 +377,16 @@ class ChatMessageThread(AgentThread):
         return created
 
     @classmethod
-    async def _open(cls, store: ThreadStore, record: Record, *, lazy: bool = False) -> Self:
+    async def _open(
+        cls,
+        store: ThreadStore,
+        record: Record,
+        *,
+        lazy: bool = False,
+        cache_limit: int = LAZY_CACHE_LIMIT,
+    ) -> Self:
         state = await cls._read_state(store, record)
-        cache = SegmentCache(limit=LAZY_CACHE_LIMIT) if lazy else SegmentCache()
+        cache = SegmentCache(limit=cache_limit) if lazy else SegmentCache()
         handle = cls._bind(store, record, state)._attach(cache, lazy=lazy)
         if not lazy:  # the history's listing fills the cache with the thread's messages too
             handle._history = await load_history(handle)

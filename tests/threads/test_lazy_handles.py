@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_threads import ChatMessageThread, MemoryStore, Message, SQLiteStore
+from agent_threads import ChatMessageThread, InvalidValueError, MemoryStore, Message, SQLiteStore
 from agent_threads.threads import chat
 
 
@@ -66,3 +66,34 @@ async def test_a_lazy_handle_with_default_settings_keeps_its_views_whole() -> No
     lazy = await lazy_thread_with(300, MemoryStore())
     view = await lazy.view(max_messages=250)
     assert texts(view.messages) == [f"m{i}" for i in range(50, 300)]
+
+
+class _CountingStore(MemoryStore):
+    """A MemoryStore that counts the rows it reads."""
+
+    rows_read = 0
+
+    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
+        rows = await super().read_rows(segment_id, start, end)
+        self.rows_read += len(rows)
+        return rows
+
+
+async def test_a_lazy_handle_keeps_about_cache_limit_of_its_newest_messages() -> None:
+    store = _CountingStore()
+    thread = await ChatMessageThread.create(store)
+    lazy = await ChatMessageThread.load(thread.id, store=store, lazy=True, cache_limit=3)
+    for i in range(10):
+        await lazy.on_new_messages([Message.user(f"m{i}")])
+    assert texts(await lazy.get_messages(7, 10)) == ["m7", "m8", "m9"]
+    assert store.rows_read == 0  # the newest are held
+    assert texts(await lazy.get_messages(0, 1)) == ["m0"]
+    assert store.rows_read > 0  # the oldest were let go
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, True])
+async def test_a_cache_limit_that_is_not_a_positive_count_is_refused(limit: object) -> None:
+    store = MemoryStore()
+    thread = await ChatMessageThread.create(store)
+    with pytest.raises(InvalidValueError, match="cache_limit"):
+        await ChatMessageThread.load(thread.id, store=store, lazy=True, cache_limit=limit)  # type: ignore[arg-type]

@@ -32,8 +32,12 @@ async def chat_thread(store: ThreadStore, thread_id: str) -> ChatMessageThread:
 
 
 KEPT_HANDLES = 1024
-"""How many appended-to threads' handles a store's requests keep (each holds a record and
-its recently used messages, bounded by the lazy handle's own cache limit)."""
+"""How many appended-to threads' handles a store's requests keep."""
+
+KEPT_MESSAGES = 64
+"""About how many of its newest messages a kept handle holds (an append needs none of them:
+its id check asks the store), so all kept handles of a store hold at most about
+`KEPT_HANDLES * KEPT_MESSAGES` messages (~90 MB of 1.4 KB messages)."""
 
 
 class KeptHandles:
@@ -61,7 +65,9 @@ class KeptHandles:
         kept = self._kept.setdefault(id(store), OrderedDict())
         handle = kept.get(thread_id)
         if handle is None:
-            handle = await chat_thread(store, thread_id)
+            handle = await ChatMessageThread.load(
+                thread_id, store=store, lazy=True, cache_limit=KEPT_MESSAGES
+            )
         else:
             try:
                 await handle.refresh()
