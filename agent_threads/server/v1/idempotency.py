@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_threads.errors import AgentThreadsError, ConflictError, StoreUnavailableError
 from agent_threads.server.auth import Tenants
-from agent_threads.server.errors import UnauthorizedError, error_response
+from agent_threads.server.errors import OPENAI_PREFIX, UnauthorizedError, error_response
 from agent_threads.stores.base import Record, ThreadStore
 
 log = logging.getLogger("agent_threads.server")
@@ -74,7 +74,7 @@ class Idempotency:
         self,
         app: ASGIApp,
         *,
-        prefix: str = "/v1/",
+        prefix: str = OPENAI_PREFIX,
         ttl: float = DEFAULT_TTL,
         pending_ttl: float = DEFAULT_PENDING_TTL,
         sweep_interval: float = DEFAULT_SWEEP_INTERVAL,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_threads.server.errors import error_response
+from agent_threads.server.errors import OPENAI_PREFIX, error_response
 
 HEADER = b"x-should-retry"
 _TRANSIENT = frozenset({408, 429})
@@ -35,7 +35,7 @@ def should_retry(status: int, *, method: str, idempotent: bool) -> bool:
 class RetryAdvice:
     """ASGI middleware adding `x-should-retry` to error answers under `prefix`."""
 
-    def __init__(self, app: ASGIApp, *, prefix: str = "/v1/") -> None:
+    def __init__(self, app: ASGIApp, *, prefix: str = OPENAI_PREFIX) -> None:
         self.app = app
         self.prefix = prefix
 
