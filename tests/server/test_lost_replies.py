@@ -44,3 +44,21 @@ async def test_an_append_the_store_did_not_save_is_answered_503_and_kept_out(
     assert await texts(client, thread_id) == ["a"]
     again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [text("b")]})
     assert again.status_code == 201 and await texts(client, thread_id) == ["a", "b"]
+
+
+async def test_a_thread_created_with_messages_saved_before_the_store_failed_is_kept(
+    client: httpx.AsyncClient, store: ControlledStore
+) -> None:
+    store.lose_next_reply()  # of the first commit: the first messages (creation is a put)
+    answer = await client.post("/api/threads", json={"messages": [text("a"), text("b")]})
+    assert answer.status_code == 201, answer.text
+    assert await texts(client, answer.json()["id"]) == ["a", "b"]
+
+
+async def test_a_thread_whose_first_messages_were_not_saved_is_not_kept(
+    client: httpx.AsyncClient, store: ControlledStore
+) -> None:
+    store.fail_next_commit = True
+    answer = await client.post("/api/threads", json={"id": "gone", "messages": [text("a")]})
+    error_of(answer, 503)
+    error_of(await client.get("/api/threads/gone"), 404)

@@ -182,6 +182,16 @@ async def test_a_write_saved_before_the_store_failed_is_answered_as_saved(
     assert [text_of(i) async for i in acme.conversations.items.list(created.id)] == ["x"]
 
 
+async def test_a_conversation_saved_before_the_store_failed_is_answered_as_created(
+    acme: openai.AsyncOpenAI, store: ControlledStore
+) -> None:
+    store.lose_next_reply()  # of its first items' commit
+    raw = await acme.conversations.with_raw_response.create(items=[text_item("x")])
+    assert raw.http_request.headers["x-stainless-retry-count"] == "0"
+    created = raw.parse()
+    assert [text_of(i) async for i in acme.conversations.items.list(created.id)] == ["x"]
+
+
 async def test_a_failed_write_with_a_key_is_retried_and_written_once(
     app: FastAPI, store: ControlledStore
 ) -> None:

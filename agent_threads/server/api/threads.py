@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from agent_threads.errors import AgentThreadsError, InvalidValueError
+from agent_threads.server.api import writes
 from agent_threads.server.api.handles import any_thread
 from agent_threads.server.api.models import (
     Deleted,
@@ -50,7 +51,7 @@ async def create_thread(body: ThreadCreate, store: Store) -> ThreadSummary:
     )
     if body.messages:
         try:
-            await thread.on_new_messages(body.messages)
+            await writes.append(thread, body.messages)  # saved before a store failure: kept
         except AgentThreadsError:
             await thread.delete()  # refused messages: the thread is not kept either
             raise

@@ -15,6 +15,7 @@ from fastapi import APIRouter
 
 from agent_threads.core.ids import new_id
 from agent_threads.formats.openai_responses import from_items
+from agent_threads.server.api import writes
 from agent_threads.server.api.handles import chat_thread
 from agent_threads.server.auth import Store
 from agent_threads.server.errors import error_responses
@@ -47,7 +48,7 @@ async def create_conversation(body: ConversationCreate, store: Store) -> Convers
         store, id=new_conversation_id(), metadata=body.metadata or {}
     )
     try:
-        await thread.on_new_messages(messages)
+        await writes.append(thread, messages)  # saved before a store failure: kept
     except BaseException:
         with anyio.CancelScope(shield=True):
             await _discard(thread)  # refused or failed: the conversation is not kept either
