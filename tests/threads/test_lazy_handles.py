@@ -8,6 +8,7 @@ import pytest
 
 from agent_threads import ChatMessageThread, InvalidValueError, MemoryStore, Message, SQLiteStore
 from agent_threads.threads import chat
+from tests.counting_store import CountingStore
 
 
 @pytest.fixture
@@ -68,19 +69,8 @@ async def test_a_lazy_handle_with_default_settings_keeps_its_views_whole() -> No
     assert texts(view.messages) == [f"m{i}" for i in range(50, 300)]
 
 
-class _CountingStore(MemoryStore):
-    """A MemoryStore that counts the rows it reads."""
-
-    rows_read = 0
-
-    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        rows = await super().read_rows(segment_id, start, end)
-        self.rows_read += len(rows)
-        return rows
-
-
 async def test_a_lazy_handle_keeps_about_cache_limit_of_its_newest_messages() -> None:
-    store = _CountingStore()
+    store = CountingStore()
     thread = await ChatMessageThread.create(store)
     lazy = await ChatMessageThread.load(thread.id, store=store, lazy=True, cache_limit=3)
     for i in range(10):

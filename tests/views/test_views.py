@@ -37,6 +37,7 @@ from agent_threads import (
 from agent_threads.views import condensed as condensed_module
 from agent_threads.views.answers import arrange
 from agent_threads.views.context import ViewCache, build_view
+from tests.counting_store import CountingStore
 
 
 class UnitCounter:
@@ -548,17 +549,6 @@ async def test_lazy_handle_views_without_loading_its_messages() -> None:
     await thread.refresh()
     assert await lazy.view(**limits) == await thread.view(**limits)
     assert lazy.is_lazy and lazy._view_cache().rebuilds == 0  # read from the end each time
-
-
-class CountingStore(MemoryStore):
-    """A MemoryStore that counts the rows it reads."""
-
-    rows_read = 0
-
-    async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        rows = await super().read_rows(segment_id, start, end)
-        self.rows_read += len(rows)
-        return rows
 
 
 async def test_lazy_handle_view_reads_only_the_tail_and_the_kept_first() -> None:
