@@ -8,9 +8,10 @@ import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, NoReturn, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -31,6 +32,55 @@ FROZEN = ConfigDict(frozen=True, extra="forbid")
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+class _SharedEmptyDict(dict[str, JsonValue]):
+    """The one empty dict that every message without metadata (or call without arguments) holds.
+
+    An empty dict each would cost 64 bytes a message (a ninth of a typical message's JSON).
+    Sharing a mutable one would be unsafe: a change made through one message would show
+    in every message. This one is read-only instead: its mutating methods raise
+    `TypeError`. It is still a `dict` (for `isinstance`), equals `{}` and serializes as
+    `{}`; a copy of it (`.copy()`, `dict(...)`, `copy.copy`, `copy.deepcopy`, `|`) is a
+    new plain dict, free to change, and unpickling gives the shared one back.
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:  # no argument: nothing can fill it, even `__init__` again
+        super().__init__()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(
+            "a message's empty metadata or arguments dict is shared and read-only;"
+            " to change it, validate a new message (see `Message`)"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __copy__(self) -> dict[str, JsonValue]:
+        return {}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, JsonValue]:
+        return {}
+
+    def __reduce__(self) -> str:
+        return "_EMPTY"
+
+
+_EMPTY = _SharedEmptyDict()
+
+
+def _empty() -> dict[str, JsonValue]:
+    return _EMPTY
+
+
+def _shared_if_empty(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    return value or _EMPTY
+
+
+_JsonObject = Annotated[dict[str, JsonValue], AfterValidator(_shared_if_empty)]
+"""A dict of JSON values, validated; an empty one is `_EMPTY`, shared and read-only."""
+
+
 class TextPart(BaseModel):
     """Plain text."""
 
@@ -46,7 +96,7 @@ class ToolCallPart(BaseModel):
     type: Literal["tool_call"] = "tool_call"
     call_id: str = Field(min_length=1)
     name: str = Field(min_length=1)
-    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    arguments: _JsonObject = Field(default_factory=_empty)
 
 
 class ToolResultPart(BaseModel):
@@ -160,6 +210,8 @@ class Message(BaseModel):
 
     `metadata` and tool-call `arguments` are dicts and read-only by convention; to derive
     a changed message, validate again: `Message.model_validate({**m.model_dump(), ...})`.
+    An empty one is enforced read-only: all messages share one empty dict (memory), whose
+    mutating methods raise `TypeError`, so no change can leak into every message.
     """
 
     model_config = FROZEN
@@ -169,7 +221,7 @@ class Message(BaseModel):
     contents: tuple[Part, ...] = ()
     created_at: Annotated[datetime, _UtcTime] = Field(default_factory=_now)
     usage: Usage | None = None
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    metadata: _JsonObject = Field(default_factory=_empty)
 
     @classmethod
     def user(cls, text: str, *, author: str | None = None, **fields: Any) -> Message:

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import base64
+import copy
 import gc
+import pickle
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -119,3 +123,106 @@ def test_decoding_rows_leaves_the_garbage_collector_as_it_was(enabled: bool) -> 
     finally:
         if was:
             gc.enable()
+
+
+# -- the shared, read-only empty dict ---------------------------------------------------
+
+texts = st.text(max_size=20)
+parts = st.one_of(
+    st.builds(TextPart, text=texts),
+    st.builds(
+        ToolCallPart,
+        call_id=st.text(min_size=1, max_size=8),
+        name=st.text(min_size=1, max_size=8),
+        arguments=st.dictionaries(st.text(max_size=5), json_values, max_size=2),
+    ),
+    st.builds(ThinkingPart, text=texts, signature=st.none() | texts),
+)
+messages = st.builds(
+    Message,
+    role=st.sampled_from(["system", "user", "assistant", "tool"]),
+    author=st.none() | texts,
+    contents=st.lists(parts, max_size=3).map(tuple),
+    usage=st.none() | st.builds(Usage, output_tokens=st.integers(0, 100)),
+    metadata=st.dictionaries(st.text(max_size=5), json_values, max_size=2),
+)
+
+
+def empty_dicts(message: Message) -> list[dict[str, JsonValue]]:
+    calls = [p.arguments for p in message.contents if isinstance(p, ToolCallPart)]
+    return [d for d in [message.metadata, *calls] if not d]
+
+
+@given(message=messages)
+def test_a_message_with_shared_empty_dicts_round_trips_equal_to_a_fresh_one(
+    message: Message,
+) -> None:
+    again = Message.model_validate_json(message.model_dump_json())
+    rows = decode_arrays([(1, f"[{message.model_dump_json()}]")])
+    plain = Message.model_validate(message.model_dump())
+    for copy_ in (again, rows[0], plain):
+        assert copy_ == message
+        assert copy_.model_dump() == message.model_dump()
+        assert copy_.model_dump_json() == message.model_dump_json()
+        assert all(d is empty_dicts(message)[0] for d in empty_dicts(copy_))
+    own = message.model_copy(update={"metadata": dict(message.metadata)})  # a plain dict
+    assert own == message and own.model_dump_json() == message.model_dump_json()
+    assert own.model_dump() == message.model_dump()
+    dumped = message.model_dump()
+    assert type(dumped["metadata"]) is dict
+    dumped["metadata"]["mine"] = 1  # a dump is the caller's own: it changes no message
+    assert "mine" not in again.metadata and "mine" not in Message.user("x").metadata
+
+
+def test_messages_without_metadata_or_arguments_share_one_empty_dict() -> None:
+    row = Message.system("c").model_dump_json()
+    built = [
+        Message.user("a"),
+        Message.assistant("b", metadata={}),
+        *decode_arrays([(1, f"[{row}]")]),
+    ]
+    calls = [tool_call("f"), ToolCallPart(call_id="c", name="f"), tool_call("f", {})]
+    empties = [m.metadata for m in built] + [c.arguments for c in calls]
+    assert all(e is empties[0] for e in empties)
+    assert isinstance(empties[0], dict) and empties[0] == {} and not empties[0]
+    assert Message.user("d", metadata={"k": 1}).metadata == {"k": 1}
+
+
+MUTATIONS = {
+    "setitem": lambda d: d.__setitem__("k", 1),
+    "delitem": lambda d: d.__delitem__("k"),
+    "update": lambda d: d.update(k=1),
+    "setdefault": lambda d: d.setdefault("k", 1),
+    "pop": lambda d: d.pop("k", None),
+    "popitem": lambda d: d.popitem(),
+    "clear": lambda d: d.clear(),
+    "ior": lambda d: d.__ior__({"k": 1}),
+    "init": lambda d: d.__init__({"k": 1}),
+}
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS.values(), ids=MUTATIONS.keys())
+def test_the_shared_empty_dict_refuses_every_change(mutate: Callable[[Any], object]) -> None:
+    shared = Message.user("x").metadata
+    with pytest.raises(TypeError):
+        mutate(shared)
+    assert shared == {} and Message.user("y").metadata == {}
+
+
+def test_copies_of_the_shared_empty_dict_are_plain_dicts_free_to_change() -> None:
+    shared = Message.user("x").metadata
+    for made in (
+        shared.copy(),
+        dict(shared),
+        copy.copy(shared),
+        copy.deepcopy(shared),
+        shared | {},
+        {} | shared,
+        Message.user("x").model_copy(deep=True).metadata,
+    ):
+        assert type(made) is dict and made is not shared
+        made["k"] = 1
+    assert shared == {}
+    message = Message.user("x")
+    unpickled = pickle.loads(pickle.dumps(message))
+    assert unpickled == message and unpickled.metadata is shared
