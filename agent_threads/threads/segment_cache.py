@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
-from typing import overload
+from typing import cast, overload
 
 from agent_threads.core import pieces
 from agent_threads.core.pieces import Range
@@ -55,9 +55,10 @@ class _Buffer:
         The positions left empty at either end are trimmed, so a buffer whose old
         messages are forgotten as new ones come stays as long as what it holds.
         """
-        lo, hi = max(start - self.base, 0), min(end - self.base, len(self.items))
+        lo = max(start - self.base, 0)
+        hi = max(min(end - self.base, len(self.items)), lo)  # a run below `base`: nothing
         dropped = [(self.base + i, m) for i, m in enumerate(self.items[lo:hi], lo) if m is not None]
-        self.items[lo:hi] = [None] * max(hi - lo, 0)
+        self.items[lo:hi] = [None] * (hi - lo)
         self.holes += len(dropped)
         lead = next((i for i, m in enumerate(self.items) if m is not None), len(self.items))
         del self.items[:lead]
@@ -67,6 +68,21 @@ class _Buffer:
             self.items.pop()
             self.holes -= 1
         return dropped
+
+    def runs(self) -> Iterator[tuple[int, list[Message]]]:
+        """The runs of consecutive positions held: `(first position, messages)`."""
+        if not self.holes:
+            yield self.base, cast("list[Message]", self.items)
+            return
+        run: list[Message] = []
+        for position, message in enumerate(self.items, self.base):
+            if message is not None:
+                run.append(message)
+            elif run:
+                yield position - len(run), run
+                run = []
+        if run:
+            yield self.base + len(self.items) - len(run), run
 
     def get(self, position: int) -> Message | None:
         i = position - self.base
@@ -93,6 +109,25 @@ class _Buffer:
             yield run_start, end
 
 
+def _add_place(places: dict[str, int | list[int]], message_id: str, place: int) -> None:
+    held = places.setdefault(message_id, place)
+    if isinstance(held, int):
+        if held != place:
+            places[message_id] = [held, place]
+    elif place not in held:
+        held.append(place)
+
+
+def _drop_place(places: dict[str, int | list[int]], message_id: str, place: int) -> None:
+    held = places.get(message_id)
+    if held == place:
+        del places[message_id]
+    elif isinstance(held, list) and place in held:
+        held.remove(place)
+        if len(held) == 1:
+            places[message_id] = held[0]
+
+
 class SegmentCache:
     """Decoded messages by `(segment_id, position)`.
 
@@ -111,8 +146,9 @@ class SegmentCache:
         self._buffers: dict[str, _Buffer] = {}
         # message id -> its place, or a list of places when it has several (a copy made
         # by consolidation, a row read from two segments); a place is one int (see
-        # `_place`): no tuple per message, and nothing the garbage collector follows
-        self._places: dict[str, int | list[int]] = {}
+        # `_place`): no tuple per message, and nothing the garbage collector follows.
+        # None until a lookup needs it (see `_index`)
+        self._places: dict[str, int | list[int]] | None = None
         self._segment_numbers: dict[str, int] = {}
         self._segment_ids: list[str] = []
 
@@ -136,16 +172,41 @@ class SegmentCache:
         if self.limit is not None:
             self._runs.append((segment_id, start, start + len(messages)))
             self._held += len(messages)
+        if self._places is not None:
+            self._index_run(self._places, segment_id, start, messages)
+        if self.limit is not None and self._held > self.limit:
+            self._evict(self.limit)
+
+    def _index(self) -> dict[str, int | list[int]]:
+        """The message-id index, built from what is held on the first lookup, then kept.
+
+        Not built before: an eager load holds every message of a thread, and the index
+        (~80 bytes a message) would cost memory and load time to handles that never look
+        an id up; a lazy handle looks ids up in the store, never here.
+        """
+        if self._places is None:
+            places: dict[str, int | list[int]] = {}
+            for segment_id, buffer in self._buffers.items():
+                for start, run in buffer.runs():
+                    self._index_run(places, segment_id, start, run)
+            self._places = places
+        return self._places
+
+    def _index_run(
+        self,
+        places: dict[str, int | list[int]],
+        segment_id: str,
+        start: int,
+        messages: Sequence[Message],
+    ) -> None:
         ids = list(map(_message_id, messages))
         first = self._place(segment_id, start)
         fresh = dict(zip(ids, range(first, first + len(ids)), strict=True))
-        if len(fresh) == len(ids) and self._places.keys().isdisjoint(fresh):
-            self._places.update(fresh)  # the usual case: messages new to the cache
+        if len(fresh) == len(ids) and places.keys().isdisjoint(fresh):
+            places.update(fresh)  # the usual case: messages new to the index
         else:
             for place, message_id in enumerate(ids, first):
-                self._add_place(message_id, place)
-        if self.limit is not None and self._held > self.limit:
-            self._evict(self.limit)
+                _add_place(places, message_id, place)
 
     def _evict(self, limit: int) -> None:
         """Forget the oldest runs until about `limit` messages are held (never the newest)."""
@@ -155,27 +216,12 @@ class SegmentCache:
             buffer = self._buffers.get(segment_id)
             if buffer is None:
                 continue
-            for position, message in buffer.drop(start, end):
-                self._drop_place(message.id, self._place(segment_id, position))
+            dropped = buffer.drop(start, end)
+            if self._places is not None:
+                for position, message in dropped:
+                    _drop_place(self._places, message.id, self._place(segment_id, position))
             if not buffer.items:
                 del self._buffers[segment_id]
-
-    def _drop_place(self, message_id: str, place: int) -> None:
-        held = self._places.get(message_id)
-        if held == place:
-            del self._places[message_id]
-        elif isinstance(held, list) and place in held:
-            held.remove(place)
-            if len(held) == 1:
-                self._places[message_id] = held[0]
-
-    def _add_place(self, message_id: str, place: int) -> None:
-        held = self._places.setdefault(message_id, place)
-        if isinstance(held, int):
-            if held != place:
-                self._places[message_id] = [held, place]
-        elif place not in held:
-            held.append(place)
 
     def has(self, ranges: Sequence[Range]) -> bool:
         """Whether every message of `ranges` is cached."""
@@ -205,15 +251,20 @@ class SegmentCache:
         return message
 
     def places(self, message_id: str) -> list[tuple[str, int]]:
-        """Every cached `(segment_id, position)` holding this message id."""
-        held = self._places.get(message_id)
+        """Every cached `(segment_id, position)` holding this message id, sorted.
+
+        The first lookup builds the index (O(messages held)); later ones cost O(1).
+        """
+        held = self._index().get(message_id)
         if held is None:
             return []
-        return list(map(self._unpack, [held] if isinstance(held, int) else held))
+        if isinstance(held, int):
+            return [self._unpack(held)]
+        return sorted(map(self._unpack, held))
 
     def holds_any(self, message_ids: Iterable[str]) -> bool:
-        """Whether any of these message ids is cached (in any segment)."""
-        return not self._places.keys().isdisjoint(message_ids)
+        """Whether any of these message ids is cached (in any segment); see `places`."""
+        return not self._index().keys().isdisjoint(message_ids)
 
     def iterate(self, ranges: Sequence[Range]) -> Iterator[Message]:
         """The cached messages of `ranges`, in order."""

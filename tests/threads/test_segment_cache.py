@@ -64,3 +64,39 @@ def test_a_bounded_cache_holds_its_newest_runs_and_forgets_the_oldest(sizes: lis
     assert held == messages[len(messages) - len(held) :]  # a suffix: the newest ones
     for m in held:
         assert cache.get(*cache.places(m.id)[0]) is m
+
+
+def at(segment_id: str, position: int) -> Message:
+    """The message stored at a place: some repeat within and across segments, as copies do."""
+    return MESSAGES[(position * (1 if segment_id == "s" else 3)) % 20]
+
+
+PLACED_PUTS = st.lists(
+    st.tuples(st.sampled_from("st"), st.integers(0, 30), st.integers(0, 10)), max_size=10
+)
+
+
+@given(puts=PLACED_PUTS, limit=st.none() | st.integers(1, 15), early=st.booleans())
+def test_places_are_what_the_cache_holds_whenever_the_index_is_built(
+    puts: list[tuple[str, int, int]], limit: int | None, early: bool
+) -> None:
+    cache = SegmentCache(limit=limit)
+    if early:  # the index built before the puts is kept up to date by them
+        assert cache.holds_any(m.id for m in MESSAGES) is False
+    for segment_id, start, count in puts:
+        cache.put(segment_id, start, [at(segment_id, p) for p in range(start, start + count)])
+    held = [
+        (s, p) for s in "st" for p in range(42) if cache.has([Range(s, p, p + 1)])
+    ]  # built after the puts (when not early) from what is held
+    for message in MESSAGES:
+        assert cache.places(message.id) == [(s, p) for s, p in held if at(s, p) is message]
+    assert cache.holds_any(m.id for m in MESSAGES) is bool(held)
+
+
+def test_forgetting_a_run_read_twice_leaves_the_newer_messages_at_their_positions() -> None:
+    cache = SegmentCache(limit=4)
+    cache.put("s", 0, MESSAGES[0:4])
+    cache.put("s", 0, MESSAGES[0:2])  # read again: a run below what is left once 0-4 go
+    cache.put("s", 4, MESSAGES[4:6])
+    cache.put("s", 6, MESSAGES[6:7])
+    assert [cache.get("s", p) for p in range(4, 7)] == MESSAGES[4:7]
