@@ -37,7 +37,7 @@ from agent_threads.errors import (
 )
 from agent_threads.messages import Message, ToolCallPart, ToolResultPart, decode_arrays
 from agent_threads.state import ImmutableState
-from agent_threads.stores.base import Record, Row, RowWrite, ThreadStore
+from agent_threads.stores.base import Record, Row, RowArray, RowWrite, ThreadStore
 from agent_threads.stores.memory import MemoryStore
 from agent_threads.threads.base import AgentThread
 from agent_threads.threads.segment_cache import MessageList, SegmentCache
@@ -225,6 +225,17 @@ def _without(stats: ThreadStats, removed: Iterable[Message]) -> ThreadStats:
         output_tokens=max(0, stats.output_tokens - less.output_tokens),
         cost=max(0.0, stats.cost - less.cost),
     )
+
+
+def _drained(items: list[RowArray]) -> Iterator[RowArray]:
+    """`items` in order, each let go of as the next is taken (the list is emptied).
+
+    So a decoded row array's text is not kept alive until its whole page is decoded:
+    less memory at the peak of a long load, which comes at its last page.
+    """
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def _pages(ranges: Iterable[Range]) -> Iterator[Range]:
@@ -463,7 +474,7 @@ class ChatMessageThread(AgentThread):
         """
         arrays = await self._store.read_row_arrays(page.segment_id, page.start, page.end)
         try:
-            return decode_arrays(arrays)
+            return decode_arrays(_drained(arrays))
         except ValueError:
             pass
         rows = await self._store.read_rows(page.segment_id, page.start, page.end)
