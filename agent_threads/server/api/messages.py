@@ -18,7 +18,7 @@ from agent_threads.server.api.models import (
 )
 from agent_threads.server.auth import Store
 from agent_threads.server.errors import error_responses
-from agent_threads.server.lean_route import LeanRoute
+from agent_threads.server.lean_route import lean_post
 from agent_threads.threads.chat import ChatMessageThread
 
 router = APIRouter(prefix="/api/threads/{thread_id}/messages", tags=["messages"])
@@ -26,6 +26,8 @@ router = APIRouter(prefix="/api/threads/{thread_id}/messages", tags=["messages"]
 _READ = error_responses(401, 404, 422, 503)
 
 
+# first of this router's routes (matched first): the request a busy service answers most
+@lean_post(router, "", status_code=201, responses={**_READ, **error_responses(409, 413)})
 async def append_messages(
     thread_id: str, body: MessageBatch, store: Store, request: Request
 ) -> AppendResult:
@@ -33,17 +35,6 @@ async def append_messages(
     thread = await kept_handles(request).appending(store, thread_id)
     await writes.append(thread, body.messages)
     return AppendResult(messages=body.messages, head=thread.head)
-
-
-# the request a busy service answers most: lean, and matched first of this router's
-router.add_api_route(
-    "",
-    append_messages,
-    methods=["POST"],
-    status_code=201,
-    responses={**_READ, **error_responses(409, 413)},
-    route_class_override=LeanRoute,
-)
 
 
 async def _bounds(

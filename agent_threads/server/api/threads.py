@@ -20,6 +20,7 @@ from agent_threads.server.api.models import (
 )
 from agent_threads.server.auth import Store
 from agent_threads.server.errors import error_responses
+from agent_threads.server.lean_route import lean_post
 from agent_threads.threads.chat import ChatMessageThread
 from agent_threads.threads.listing import ThreadSummary, list_threads, thread_summary
 
@@ -105,8 +106,11 @@ async def delete_thread(thread_id: str, store: Store) -> Deleted:
     return Deleted(id=thread_id)
 
 
-@router.post(
-    "/{thread_id}/fork", status_code=201, responses={**_COMMON, **error_responses(404, 409, 413)}
+@lean_post(
+    router,
+    "/{thread_id}/fork",
+    status_code=201,
+    responses={**_COMMON, **error_responses(404, 409, 413)},
 )
 async def fork_thread(thread_id: str, body: ForkRequest, store: Store) -> ThreadSummary:
     """Fork a thread (whole, or up to and including `from_message_id`): the fork's summary."""
