@@ -23,6 +23,7 @@ from agent_threads.errors import (
     StoreCorruptedError,
     StoreUnavailableError,
 )
+from agent_threads.stores._sqlite_inline import Busy, InlineConnection
 from agent_threads.stores.base import (
     CONNECTION_ERRORS,
     ErrorRule,
@@ -162,6 +163,13 @@ _COMMIT = (
 _ROWS_PER_COMMIT = 90
 """Rows (chunks and the record) one INSERT into `commits` writes: 990 parameters."""
 
+INLINE_BYTES = 1 << 17
+"""The most data a write runs inline (on the event loop's thread, see `InlineConnection`);
+a larger one goes through aiosqlite's thread, so the event loop is never held long."""
+
+INLINE_ROWS = 256
+"""The most rows a read runs inline; a longer one goes through aiosqlite's thread."""
+
 
 @functools.cache
 def _commit_statement(rows: int) -> str:
@@ -238,8 +246,15 @@ class SQLiteStore(StoreBase):
     that hold their messages (the default `load`, `create`) never look ids up; those of
     a `lazy=True` handle do (duplicate checks), as does finding a checkpoint by id.
 
-    `SQLiteStore(":memory:")` keeps a private in-memory database. aiosqlite runs on
-    asyncio, so this store needs the asyncio backend.
+    Short statements (an append's commit, a record read, an id lookup, a read of a few
+    rows) run on the event loop's thread through a second connection that never waits
+    (`InlineConnection`): an aiosqlite round trip costs more than their SQL. One that
+    would wait for the write lock, and every long one, goes through aiosqlite's thread;
+    so does the WAL checkpoint, as often as SQLite's auto-checkpoint would run it.
+
+    `SQLiteStore(":memory:")` keeps a private in-memory database (one connection, every
+    statement through aiosqlite). aiosqlite runs on asyncio, so this store needs the
+    asyncio backend.
     """
 
     driver_errors = _DRIVER_ERRORS
@@ -249,6 +264,7 @@ class SQLiteStore(StoreBase):
         self._busy_timeout = busy_timeout
         self._lock = _connection_lock()
         self._connection: aiosqlite.Connection | None = None
+        self._inline: InlineConnection | None = None
 
     @property
     def path(self) -> str:
@@ -262,9 +278,14 @@ class SQLiteStore(StoreBase):
         async with self._lock:
             if self._connection is None:
                 self._connection = await self._connect()
+                if self._path not in ("", ":memory:"):  # a private database has one connection
+                    self._inline = InlineConnection(self._path)
 
     async def _do_close(self) -> None:
         async with self._lock:
+            if self._inline is not None:  # first: the last connection closed checkpoints
+                inline, self._inline = self._inline, None
+                inline.close()
             if self._connection is not None:
                 connection, self._connection = self._connection, None
                 with anyio.CancelScope(shield=True):
@@ -365,13 +386,48 @@ class SQLiteStore(StoreBase):
             with anyio.CancelScope(shield=True):
                 await connection.execute("COMMIT")
 
+    async def _query(
+        self, sql: str, parameters: Sequence[Any], *, inline: bool = True
+    ) -> list[Any]:
+        """The rows of one read-only statement: inline when short and the file allows it."""
+        if inline and self._inline is not None:
+            with contextlib.suppress(Busy):  # a lock in the way: aiosqlite's thread waits
+                return self._inline.fetch(sql, parameters)
+        async with self._statement() as connection:
+            return list(await connection.execute_fetchall(sql, parameters))
+
+    async def _write(self, sql: str, parameters: Sequence[Any], *, data_bytes: int) -> None:
+        """Run one writing statement (its own transaction): inline unless large or busy."""
+        inline = self._inline
+        if inline is not None and data_bytes <= INLINE_BYTES:
+            try:
+                inline.write(sql, parameters, data_bytes=data_bytes)
+            except Busy:
+                pass  # another writer holds the lock: wait for it off the event loop
+            else:
+                if inline.checkpoint_due:
+                    await self._checkpoint(inline)
+                return
+        async with self._statement() as connection:
+            await connection.execute(sql, parameters)
+
+    async def _checkpoint(self, inline: InlineConnection) -> None:
+        """Copy the WAL back into the database on aiosqlite's thread, as SQLite would.
+
+        Passive (it waits for no reader or writer: what it cannot copy now, a later one
+        will); best effort, since the writes that filled the WAL have committed.
+        """
+        inline.checkpointed()
+        async with self._statement() as connection:
+            with contextlib.suppress(sqlite3.OperationalError):
+                await connection.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
+
     # -- records --------------------------------------------------------------------
 
     async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
-        async with self._statement() as connection:
-            found = await connection.execute_fetchall(
-                "SELECT body FROM records WHERE kind = ? AND id = ?", (kind, record_id)
-            )
+        found = await self._query(
+            "SELECT body FROM records WHERE kind = ? AND id = ?", (kind, record_id)
+        )
         return None if not found else _parse_record(_first(found), kind, record_id)
 
     async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
@@ -424,8 +480,8 @@ class SQLiteStore(StoreBase):
         chunks = _chunks(segment_id, start, message_ids, data, time.time())
         try:
             if 0 < len(chunks) <= _CHUNKS_PER_STATEMENT:
-                async with self._statement() as connection:
-                    await connection.execute(_append_statement(len(chunks)), _flat(chunks))
+                size = sum(len(chunk[4]) for chunk in chunks)
+                await self._write(_append_statement(len(chunks)), _flat(chunks), data_bytes=size)
             else:
                 await self._append_chunks(segment_id, chunks)
         except sqlite3.IntegrityError as exc:
@@ -450,8 +506,7 @@ class SQLiteStore(StoreBase):
 
     async def _held(self, segment_id: str, start: int, count: int) -> int | None:
         """The first position of `[start, start + count)` that some chunk holds, if any."""
-        async with self._statement() as connection:
-            found = await connection.execute_fetchall(_HELD, (segment_id, start, start + count))
+        found = await self._query(_HELD, (segment_id, start, start + count))
         for first, held in found:
             if first + held > start:
                 return max(int(first), start)
@@ -481,8 +536,8 @@ class SQLiteStore(StoreBase):
         values.append((None,) * 6 + (stored.kind, stored.id, stored.version, stored.owner, body))
         try:
             if len(values) <= _ROWS_PER_COMMIT:
-                async with self._statement() as connection:
-                    await connection.execute(_commit_statement(len(values)), _flat(values))
+                size = len(body) + sum(len(value[4]) for value in values[:-1])
+                await self._write(_commit_statement(len(values)), _flat(values), data_bytes=size)
             else:
                 async with self._transaction() as connection:
                     await connection.executemany(_COMMIT, values)
@@ -517,8 +572,7 @@ class SQLiteStore(StoreBase):
 
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         lo, hi = min(max(start, 0), POSITIONS), min(end, POSITIONS)  # bindable
-        async with self._statement() as connection:
-            found = await connection.execute_fetchall(_READ, (segment_id, lo, hi))
+        found = await self._query(_READ, (segment_id, lo, hi), inline=hi - lo <= INLINE_ROWS)
         data: list[str] = []
         for first, count, text in found:
             rows = _split_chunk(segment_id, first, count, text)
@@ -533,8 +587,7 @@ class SQLiteStore(StoreBase):
     async def _do_read_row_arrays(self, segment_id: str, start: int, end: int) -> list[RowArray]:
         """A chunk read whole is one array: its text with commas for newlines, uncut."""
         lo, hi = min(max(start, 0), POSITIONS), min(end, POSITIONS)  # bindable
-        async with self._statement() as connection:
-            found = await connection.execute_fetchall(_READ, (segment_id, lo, hi))
+        found = await self._query(_READ, (segment_id, lo, hi), inline=hi - lo <= INLINE_ROWS)
         arrays = [
             _chunk_array(segment_id, first, count, text, lo, hi) for first, count, text in found
         ]
@@ -557,8 +610,7 @@ class SQLiteStore(StoreBase):
         are at most `_BACKLOG`; past that, it indexes them all in one transaction first.
         """
         wanted = (json.dumps(message_ids),)
-        async with self._statement() as connection:
-            found = list(await connection.execute_fetchall(_LOCATE, wanted))
+        found = await self._query(_LOCATE, wanted)
         if any(message_id is None for message_id, _, _, _ in found):
             async with self._transaction() as connection:
                 indexed = await _index_chunks(connection)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 
 from agent_threads import (
@@ -157,3 +159,55 @@ async def test_a_write_lock_held_past_the_busy_timeout_raises_store_unavailable(
             other.close()
         assert await store.get_record("k", "r") == stored  # nothing was deleted
         assert await store.delete_record("k", "r")  # and the store works again
+
+
+async def test_a_write_finding_the_lock_taken_waits_for_it_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "threads.db"
+    async with SQLiteStore(path) as store:  # the default busy timeout
+        thread = await ChatMessageThread.create(store)
+        await thread.on_new_messages([Message.user("before")])
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        ticks: list[float] = []
+
+        async def tick() -> None:
+            while True:
+                ticks.append(anyio.current_time())
+                await anyio.sleep(0.01)
+
+        async def release() -> None:
+            await anyio.sleep(0.3)
+            other.execute("COMMIT")
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(tick)
+                group.start_soon(release)
+                await anyio.sleep(0.05)  # the ticks have begun
+                await thread.on_new_messages([Message.user("after")])
+                group.cancel_scope.cancel()
+        finally:
+            other.close()
+        # the event loop ran all the while the append waited (the release came from it):
+        # an append waiting for the lock on the loop would stop it for a busy timeout
+        assert len(ticks) >= 10
+        assert max(b - a for a, b in itertools.pairwise(ticks)) < 1.0
+        loaded = await ChatMessageThread.load(thread.id, store=store)
+        assert [m.text for m in loaded.messages] == ["before", "after"]
+
+
+async def test_the_wal_is_checkpointed_while_appends_run_on_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "threads.db"
+    async with SQLiteStore(path) as store:
+        thread = await ChatMessageThread.create(store)
+        for i in range(2_000):  # each commit writes a few whole pages to the WAL
+            await thread.on_new_messages([Message.user(f"message {i}")])
+        wal = path.with_name(path.name + "-wal").stat().st_size
+    # unchecked it would hold every page of every commit (~40 MB); SQLite's own
+    # auto-checkpoint keeps it near 1,000 pages (4 MB)
+    assert wal < 8 * 2**20, wal
+    assert query(path, "SELECT count(*) FROM chunks") == [(2_000,)]

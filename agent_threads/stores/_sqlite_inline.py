@@ -1,0 +1,90 @@
+"""The inline SQLite connection: short statements run on the caller's thread, never waiting."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+"""SQLite's primary result codes that mean "another connection holds the lock"."""
+
+CHECKPOINT_PAGES = 1000
+"""WAL pages written inline after which the store checkpoints (SQLite's own default)."""
+
+PAGE_BYTES = 4096
+"""SQLite's default page size: what a commit's data costs in WAL pages, roughly."""
+
+PAGES_PER_WRITE = 4
+"""The pages a small commit changes besides its data's (a chunk's, the unindexed ids', the
+segment's and the record's leaf pages): each is written whole to the WAL."""
+
+
+class Busy(Exception):
+    """The statement would have had to wait for a lock: run it through the worker instead."""
+
+
+class InlineConnection:
+    """A second connection to a `SQLiteStore`'s file, for short statements that never wait.
+
+    A statement sent through aiosqlite costs a round trip to its worker thread (a queue,
+    a thread wake-up, a call back into the event loop: ~50-150 us, more than the SQL of
+    an append); run here, on the caller's thread, it costs only its SQL (~20-60 us). So
+    only what is short runs here: an append's commit, a record read, an id lookup, a
+    few rows; the store sends everything else through aiosqlite.
+
+    It never waits. Its busy timeout is 0, so a statement that finds the write lock
+    taken (another process, or the store's own aiosqlite connection inside a
+    transaction) raises `Busy` at once, having written nothing, and the store sends it
+    through aiosqlite, which waits for the lock off the event loop. And it never
+    checkpoints the WAL (a checkpoint writes pages back and syncs the file, which can
+    take milliseconds): it counts the pages it wrote, and `checkpoint_due` tells the
+    store when to run one on aiosqlite's thread, as often as SQLite's own
+    auto-checkpoint would.
+    """
+
+    def __init__(self, path: str) -> None:
+        # check_same_thread off: the store may be used from one event loop, then from
+        # another thread's (one at a time, as its aiosqlite connection already requires)
+        self._connection = sqlite3.connect(
+            path, timeout=0, isolation_level=None, check_same_thread=False
+        )
+        self._connection.execute("PRAGMA synchronous = NORMAL")
+        self._connection.execute("PRAGMA wal_autocheckpoint = 0")
+        self._pages = 0
+
+    def fetch(self, sql: str, parameters: Sequence[Any]) -> list[Any]:
+        """The rows of a query (its own read transaction, ended before this returns)."""
+        try:
+            return self._connection.execute(sql, parameters).fetchall()
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise Busy from exc
+            raise
+
+    def write(self, sql: str, parameters: Sequence[Any], *, data_bytes: int) -> None:
+        """Run one writing statement, its own transaction (all or nothing)."""
+        self.fetch(sql, parameters)
+        self._pages += PAGES_PER_WRITE + data_bytes // PAGE_BYTES
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether this connection wrote enough to the WAL since the last checkpoint."""
+        return self._pages >= CHECKPOINT_PAGES
+
+    def checkpointed(self) -> None:
+        """Note that the store checkpointed the WAL."""
+        self._pages = 0
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return "locked" in str(exc)
+    return int(code) & 0xFF in BUSY_CODES
+
+
+__all__ = ["Busy", "InlineConnection"]
