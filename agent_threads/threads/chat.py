@@ -197,9 +197,11 @@ def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
 LAZY_CACHE_LIMIT = 4096
 """About how many messages a lazy handle (and its forks) keeps in memory: the newest."""
 
-READ_PAGE = 4096
+READ_PAGE = 1024
 """Rows read from the store at a time: reading a long range holds at most this many
-rows' text at once besides the messages decoded so far."""
+rows' text at once besides the messages decoded so far. Loads of 10,000 messages
+measured ~1.5-2.5 ms faster (of ~45) with 1,024 than with 4,096 (likely as a smaller
+page's text and objects stay in the CPU's caches); 512 was slower again."""
 
 
 POP_LABEL = "before-pop"
