@@ -17,7 +17,9 @@ body (a pydantic model, not embedded), dependencies that take the `Request` alon
 the `Request`; one that needs more is refused when the route is made, never served
 differently. Errors are raised as FastAPI's handler raises them (`RequestValidationError`
 with `body` first in each error's `loc`, `HTTPException` 400 for a body that could not
-be read), so the app's error handlers answer them alike.
+be read), so the app's error handlers answer them alike. With OpenTelemetry on, FastAPI's
+span of the request stays; its spans of each step (dependencies, endpoint, serialization)
+are not made for a lean route.
 """
 
 from __future__ import annotations
