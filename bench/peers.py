@@ -853,6 +853,30 @@ async def turns_only() -> None:
         print(f"| {t.measure} | {t.figure} | {t.target} | {_mark(t.ok)} |")
 
 
+async def appends_only() -> None:
+    """The appends alone, printed (nothing written): `--only appends`."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-peers-") as name:
+            appended = await appends(Path(name))
+    finally:
+        if HAS_REDIS:
+            await redis_cleanup()
+        if HAS_POSTGRES:
+            await postgres_cleanup()
+    single = f"1 message per call ({SINGLE_CALLS} calls per round)"
+    batched = f"{BATCH} messages per call ({BATCH_CALLS} calls per round)"
+    print("\n".join(_rate_table(single, appended.single, 1, RAW_SQLITE)))
+    print("\n".join(_rate_table(batched, appended.batched, BATCH, RAW_SQLITE)))
+
+
+async def loads_only() -> None:
+    """The loads alone, printed (nothing written): `--only loads`."""
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as name:
+        loaded = await loads(Path(name))
+    print("\n".join(_rate_table("eager", loaded.eager, EAGER_N, SESSION)))
+    print("\n".join(_rate_table("tail", loaded.tail, 50, SESSION)))
+
+
 async def main() -> None:
     if not HAS_REDIS:
         print(f"skipping RedisStore: no server at {REDIS_URL}", file=sys.stderr)
@@ -885,7 +909,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--only",
-        choices=["turns"],
+        choices=["appends", "loads", "turns"],
         help="run one section and print it; bench/results/peers.md is left as it is",
     )
-    anyio.run(turns_only if parser.parse_args().only == "turns" else main)
+    only = {"appends": appends_only, "loads": loads_only, "turns": turns_only}
+    anyio.run(only.get(parser.parse_args().only or "", main))
