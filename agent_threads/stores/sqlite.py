@@ -167,8 +167,10 @@ INLINE_BYTES = 1 << 17
 """The most data a write runs inline (on the event loop's thread, see `InlineConnection`);
 a larger one goes through aiosqlite's thread, so the event loop is never held long."""
 
-INLINE_ROWS = 256
-"""The most rows a read runs inline; a longer one goes through aiosqlite's thread."""
+INLINE_ROWS = 1024
+"""The most rows a read runs inline (a page of an eager load: ~0.5 ms of SQLite for rows of
+~550 bytes, beside ~3 ms to validate them on the same thread); a longer one goes through
+aiosqlite's thread."""
 
 
 @functools.cache
