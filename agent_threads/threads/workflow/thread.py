@@ -473,9 +473,11 @@ class WorkflowThread(AgentThread):
     async def record_step(self, record: StepRecord) -> None:
         """Store a change of one attempt of the current superstep (replaces it by id).
 
-        Records arriving while a write is under way are stored together by the next
-        write (group commit), so a fan-out of many steps finishing at once costs few
-        writes; each call returns once its record is stored.
+        Records arriving while a write is under way, or from steps made ready in the
+        same pass of the event loop, are stored together by the next write (group
+        commit), so a fan-out of many steps finishing at once costs few writes even
+        when the store writes without yielding (SQLite's inline statements); each call
+        returns once its record is stored.
 
         Raises:
             ValueError: the record is not of the superstep under way.
@@ -488,6 +490,7 @@ class WorkflowThread(AgentThread):
         self._queue[record.id] = record
         self._queued += 1
         ticket = self._queued
+        await anyio.lowlevel.checkpoint()  # the other ready steps queue theirs first
         async with self._lock:
             if self._flushed < ticket:
                 await self._flush_unlocked()
