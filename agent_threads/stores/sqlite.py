@@ -391,17 +391,27 @@ class SQLiteStore(StoreBase):
     async def _query(
         self, sql: str, parameters: Sequence[Any], *, inline: bool = True
     ) -> list[Any]:
-        """The rows of one read-only statement: inline when short and the file allows it."""
+        """The rows of one read-only statement: inline when short and the file allows it.
+
+        Inline or not, it is a checkpoint (before the statement): other tasks run, and
+        a cancellation lands, as at any other await on the database.
+        """
         if inline and self._inline is not None:
+            await anyio.lowlevel.checkpoint()
             with contextlib.suppress(Busy):  # a lock in the way: aiosqlite's thread waits
                 return self._inline.fetch(sql, parameters)
         async with self._statement() as connection:
             return list(await connection.execute_fetchall(sql, parameters))
 
     async def _write(self, sql: str, parameters: Sequence[Any], *, data_bytes: int) -> None:
-        """Run one writing statement (its own transaction): inline unless large or busy."""
+        """Run one writing statement (its own transaction): inline unless large or busy.
+
+        A checkpoint before the statement, as `_query`: a cancellation there writes
+        nothing, and a loop of appends never keeps other tasks from running.
+        """
         inline = self._inline
         if inline is not None and data_bytes <= INLINE_BYTES:
+            await anyio.lowlevel.checkpoint()
             try:
                 inline.write(sql, parameters, data_bytes=data_bytes)
             except Busy:

@@ -211,3 +211,25 @@ async def test_the_wal_is_checkpointed_while_appends_run_on_the_event_loop(
     # auto-checkpoint keeps it near 1,000 pages (4 MB)
     assert wal < 8 * 2**20, wal
     assert query(path, "SELECT count(*) FROM chunks") == [(2_000,)]
+
+
+async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "threads.db") as store:
+        thread = await ChatMessageThread.create(store)
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            await anyio.lowlevel.checkpoint()  # the ticker has begun
+            before = ticks
+            for i in range(50):  # each append runs its statements inline, yet yields
+                await thread.on_new_messages([Message.user(f"m{i}")])
+            during = ticks - before
+            group.cancel_scope.cancel()
+        assert during >= 50
