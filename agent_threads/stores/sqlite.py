@@ -279,9 +279,15 @@ class SQLiteStore(StoreBase):
     async def _do_open(self) -> None:
         async with self._lock:
             if self._connection is None:
-                self._connection = await self._connect()
-                if self._path not in ("", ":memory:"):  # a private database has one connection
-                    self._inline = InlineConnection(self._path)
+                connection = await self._connect()
+                try:  # a private database has one connection
+                    private = self._path in ("", ":memory:")
+                    self._inline = None if private else InlineConnection(self._path)
+                except BaseException:  # open whole or not at all
+                    with anyio.CancelScope(shield=True):
+                        await connection.close()
+                    raise
+                self._connection = connection
 
     async def _do_close(self) -> None:
         async with self._lock:
