@@ -15,9 +15,10 @@ CHECKPOINT_PAGES = 1000
 PAGE_BYTES = 4096
 """SQLite's default page size: what a commit's data costs in WAL pages, roughly."""
 
-PAGES_PER_WRITE = 4
+PAGES_PER_WRITE = 6
 """The pages a small commit changes besides its data's (a chunk's, the unindexed ids', the
-segment's and the record's leaf pages): each is written whole to the WAL."""
+segment's and the record's leaf pages, and interior pages when threads interleave): each is
+written whole to the WAL. Measured: ~4 for one writer, ~5.5 for 100 interleaved threads."""
 
 
 class Busy(Exception):
@@ -71,6 +72,11 @@ class InlineConnection:
     def checkpoint_due(self) -> bool:
         """Whether this connection wrote enough to the WAL since the last checkpoint."""
         return self._pages >= CHECKPOINT_PAGES
+
+    @property
+    def written(self) -> bool:
+        """Whether this connection wrote to the WAL since the last checkpoint."""
+        return self._pages > 0
 
     def checkpointed(self) -> None:
         """Note that the store checkpointed the WAL."""

@@ -293,6 +293,11 @@ class SQLiteStore(StoreBase):
         async with self._lock:
             if self._inline is not None:  # first: the last connection closed checkpoints
                 inline, self._inline = self._inline, None
+                if inline.written and self._connection is not None:
+                    # another connection may stay open (a service while commands come
+                    # and go): only a checkpoint keeps the WAL from growing
+                    with anyio.CancelScope(shield=True):
+                        await _checkpoint_wal(self._connection)
                 inline.close()
             if self._connection is not None:
                 connection, self._connection = self._connection, None
@@ -404,8 +409,10 @@ class SQLiteStore(StoreBase):
         """
         if inline and self._inline is not None:
             await anyio.lowlevel.checkpoint()
-            with contextlib.suppress(Busy):  # a lock in the way: aiosqlite's thread waits
-                return self._inline.fetch(sql, parameters)
+            inline_connection = self._inline  # closed meanwhile: `_statement` says so
+            if inline_connection is not None:
+                with contextlib.suppress(Busy):  # a lock in the way: aiosqlite's thread waits
+                    return inline_connection.fetch(sql, parameters)
         async with self._statement() as connection:
             return list(await connection.execute_fetchall(sql, parameters))
 
@@ -415,30 +422,34 @@ class SQLiteStore(StoreBase):
         A checkpoint before the statement, as `_query`: a cancellation there writes
         nothing, and a loop of appends never keeps other tasks from running.
         """
-        inline = self._inline
-        if inline is not None and data_bytes <= INLINE_BYTES:
+        if self._inline is not None and data_bytes <= INLINE_BYTES:
             await anyio.lowlevel.checkpoint()
-            try:
-                inline.write(sql, parameters, data_bytes=data_bytes)
-            except Busy:
-                pass  # another writer holds the lock: wait for it off the event loop
-            else:
-                if inline.checkpoint_due:
-                    await self._checkpoint(inline)
-                return
+            inline = self._inline  # closed meanwhile: `_statement` says so
+            if inline is not None:
+                try:
+                    inline.write(sql, parameters, data_bytes=data_bytes)
+                except Busy:
+                    pass  # another writer holds the lock: wait for it off the event loop
+                else:
+                    await self._checkpoint_if_due(inline)
+                    return
         async with self._statement() as connection:
             await connection.execute(sql, parameters)
 
-    async def _checkpoint(self, inline: InlineConnection) -> None:
+    async def _checkpoint_if_due(self, inline: InlineConnection) -> None:
         """Copy the WAL back into the database on aiosqlite's thread, as SQLite would.
 
-        Passive (it waits for no reader or writer: what it cannot copy now, a later one
-        will); best effort, since the writes that filled the WAL have committed.
+        After a write that committed, so never cancelled (the caller must not be told it
+        failed) and never waiting behind another operation (then a later write does it).
+        Passive and best effort, as SQLite's auto-checkpoint.
         """
+        connection = self._connection
+        if not inline.checkpoint_due or connection is None or self._lock.locked():
+            return
         inline.checkpointed()
-        async with self._statement() as connection:
-            with contextlib.suppress(sqlite3.OperationalError):
-                await connection.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                await _checkpoint_wal(connection)
 
     # -- records --------------------------------------------------------------------
 
@@ -498,7 +509,7 @@ class SQLiteStore(StoreBase):
         chunks = _chunks(segment_id, start, message_ids, data, time.time())
         try:
             if 0 < len(chunks) <= _CHUNKS_PER_STATEMENT:
-                size = sum(len(chunk[4]) for chunk in chunks)
+                size = sum(_size(chunk[4]) for chunk in chunks)
                 await self._write(_append_statement(len(chunks)), _flat(chunks), data_bytes=size)
             else:
                 await self._append_chunks(segment_id, chunks)
@@ -554,7 +565,7 @@ class SQLiteStore(StoreBase):
         values.append((None,) * 6 + (stored.kind, stored.id, stored.version, stored.owner, body))
         try:
             if len(values) <= _ROWS_PER_COMMIT:
-                size = len(body) + sum(len(value[4]) for value in values[:-1])
+                size = _size(body) + sum(_size(value[4]) for value in values[:-1])
                 await self._write(_commit_statement(len(values)), _flat(values), data_bytes=size)
             else:
                 async with self._transaction() as connection:
@@ -780,9 +791,20 @@ def _connection_lock() -> anyio.Lock:
     return anyio.Lock(fast_acquire=True)
 
 
+async def _checkpoint_wal(connection: aiosqlite.Connection) -> None:
+    """A passive WAL checkpoint (it waits for no reader or writer), best effort."""
+    with contextlib.suppress(sqlite3.OperationalError):
+        await connection.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
+
+
 async def _rollback(connection: aiosqlite.Connection) -> None:
     with contextlib.suppress(sqlite3.OperationalError):  # no transaction left to roll back
         await connection.execute("ROLLBACK")
+
+
+def _size(text: str) -> int:
+    """The UTF-8 bytes of `text` (its length when it is ASCII, which Python knows at once)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _columns(rows: Sequence[Row]) -> tuple[tuple[str, ...], tuple[str, ...]]:

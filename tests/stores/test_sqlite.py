@@ -21,6 +21,7 @@ from agent_threads import (
     StoreUnavailableError,
 )
 from agent_threads.stores import sqlite as sqlite_module
+from agent_threads.stores._sqlite_inline import CHECKPOINT_PAGES, PAGES_PER_WRITE
 
 
 def query(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
@@ -233,3 +234,66 @@ async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
             during = ticks - before
             group.cancel_scope.cancel()
         assert during >= 50
+
+
+async def test_the_wal_stays_bounded_with_short_lived_writers_beside_a_long_lived_store(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "threads.db"
+    async with SQLiteStore(path) as service:  # held open all along (a service), reading only
+        thread = await ChatMessageThread.create(service)
+        for job in range(20):  # a store per command: each writes a little, then closes
+            async with SQLiteStore(path) as store:
+                handle = await ChatMessageThread.load(thread.id, store=store)
+                for i in range(100):
+                    await handle.on_new_messages([Message.user(f"{job}/{i}")])
+        assert len((await ChatMessageThread.load(thread.id, store=service)).messages) == 2_000
+        wal = path.with_name(path.name + "-wal").stat().st_size
+    assert wal < 8 * 2**20, wal  # the commands' pages were checkpointed as they closed
+
+
+@pytest.mark.parametrize("operation", ["read", "write"])
+async def test_an_operation_racing_the_close_says_the_store_is_not_open(
+    tmp_path: Path, operation: str
+) -> None:
+    store = SQLiteStore(tmp_path / "threads.db")
+    await store.__aenter__()
+    outcome: list[object] = []
+
+    async def call() -> None:
+        try:
+            if operation == "read":
+                outcome.append(await store.get_record("k", "r"))
+            else:
+                outcome.append(await store.append_rows("seg", 0, [Row("m", '"x"')]))
+        except RuntimeError as exc:  # what any call on a closed store raises
+            outcome.append(exc)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        await anyio.lowlevel.checkpoint()  # the call waits at its checkpoint
+        await store.aclose()
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], RuntimeError) and "not open" in str(outcome[0])
+
+
+async def test_an_append_cut_short_by_a_deadline_is_stored_only_if_it_returned(
+    tmp_path: Path,
+) -> None:
+    async with SQLiteStore(tmp_path / "threads.db") as store:
+        long = [Row(f"long{i}", '"' + "x" * 500 + '"') for i in range(20_000)]
+        await store.append_rows("long", 0, long)  # ~10 MB: through aiosqlite's thread
+        due = -(-CHECKPOINT_PAGES // PAGES_PER_WRITE)  # small writes until a checkpoint
+        for i in range(due - 5):
+            await store.append_rows("seg", i, [Row(f"m{i}", '"x"')])
+        appended: list[int] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.read_rows, "long", 0, 20_000)  # holds the connection
+            await anyio.lowlevel.checkpoint()  # the read is under way
+            for i in range(due - 5, due + 5):  # each inline; one makes the checkpoint due
+                with anyio.move_on_after(0.005):
+                    await store.append_rows("seg", i, [Row(f"m{i}", '"x"')])
+                    appended.append(i)
+        tried = range(due - 5, due + 5)
+        stored = [p for i in tried for _, p in await store.locate_message(f"m{i}")]
+        assert stored == appended  # none cancelled after it was written
