@@ -35,8 +35,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -765,6 +765,33 @@ def _session_synchronous() -> int:
         connection.close()
 
 
+def _append_tables(a: Appends) -> list[str]:
+    """The appends' tables: one message per call, then `BATCH`."""
+    single = f"1 message per call ({SINGLE_CALLS} calls per round)"
+    batched = f"{BATCH} messages per call ({BATCH_CALLS} calls per round)"
+    return [
+        *_rate_table(single, a.single, 1, RAW_SQLITE),
+        *_rate_table(batched, a.batched, BATCH, RAW_SQLITE),
+    ]
+
+
+def _load_tables(loads_: Loads) -> list[str]:
+    """The loads' tables: an eager load, then the tail of a long thread."""
+    eager = (
+        f"Eager load of {EAGER_N:,} messages ({EAGER_CALLS} per round): agent-threads"
+        " `ChatMessageThread.load(id, store=...)`, sessions `get_items()`"
+    )
+    tail = (
+        f"Last {TAIL} of {LAZY_N:,} ({TAIL_CALLS} per round): agent-threads"
+        f" `load(id, store=..., lazy=True)` then `get_messages(-{TAIL})`, sessions"
+        f" `get_items({TAIL})`"
+    )
+    return [
+        *_rate_table(eager, loads_.eager, EAGER_N, SESSION),
+        *_rate_table(tail, loads_.tail, TAIL, SESSION),
+    ]
+
+
 def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) -> str:
     sync = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(_session_synchronous(), "?")
     lines = [
@@ -793,29 +820,8 @@ def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) ->
     ]
     for t in targets(a, loads_, turns):
         lines.append(f"| {t.measure} | {t.figure} | {t.target} | {_mark(t.ok)} |")
-    lines += ["", "## Appends", ""]
-    lines += _rate_table(
-        f"1 message per call ({SINGLE_CALLS} calls per round)", a.single, 1, RAW_SQLITE
-    )
-    lines += _rate_table(
-        f"{BATCH} messages per call ({BATCH_CALLS} calls per round)", a.batched, BATCH, RAW_SQLITE
-    )
-    lines += ["## Loads", ""]
-    lines += _rate_table(
-        f"Eager load of {EAGER_N:,} messages ({EAGER_CALLS} per round): agent-threads"
-        " `ChatMessageThread.load(id, store=...)`, sessions `get_items()`",
-        loads_.eager,
-        EAGER_N,
-        SESSION,
-    )
-    lines += _rate_table(
-        f"Last {TAIL} of {LAZY_N:,} ({TAIL_CALLS} per round): agent-threads"
-        f" `load(id, store=..., lazy=True)` then `get_messages(-{TAIL})`, sessions"
-        f" `get_items({TAIL})`",
-        loads_.tail,
-        TAIL,
-        SESSION,
-    )
+    lines += ["", "## Appends", "", *_append_tables(a)]
+    lines += ["## Loads", "", *_load_tables(loads_)]
     lines += [
         "## A chat turn by turn, against LangGraph",
         "",
@@ -853,28 +859,31 @@ async def turns_only() -> None:
         print(f"| {t.measure} | {t.figure} | {t.target} | {_mark(t.ok)} |")
 
 
-async def appends_only() -> None:
-    """The appends alone, printed (nothing written): `--only appends`."""
+@asynccontextmanager
+async def _servers_cleaned() -> AsyncIterator[None]:
+    """Remove what the run put in Redis and PostgreSQL, however it ends."""
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-peers-") as name:
-            appended = await appends(Path(name))
+        yield
     finally:
         if HAS_REDIS:
             await redis_cleanup()
         if HAS_POSTGRES:
             await postgres_cleanup()
-    single = f"1 message per call ({SINGLE_CALLS} calls per round)"
-    batched = f"{BATCH} messages per call ({BATCH_CALLS} calls per round)"
-    print("\n".join(_rate_table(single, appended.single, 1, RAW_SQLITE)))
-    print("\n".join(_rate_table(batched, appended.batched, BATCH, RAW_SQLITE)))
+
+
+async def appends_only() -> None:
+    """The appends alone, printed (nothing written): `--only appends`."""
+    async with _servers_cleaned():
+        with tempfile.TemporaryDirectory(prefix="bench-peers-") as name:
+            appended = await appends(Path(name))
+    print("\n".join(_append_tables(appended)))
 
 
 async def loads_only() -> None:
     """The loads alone, printed (nothing written): `--only loads`."""
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as name:
         loaded = await loads(Path(name))
-    print("\n".join(_rate_table("eager", loaded.eager, EAGER_N, SESSION)))
-    print("\n".join(_rate_table("tail", loaded.tail, 50, SESSION)))
+    print("\n".join(_load_tables(loaded)))
 
 
 async def main() -> None:
@@ -882,7 +891,7 @@ async def main() -> None:
         print(f"skipping RedisStore: no server at {REDIS_URL}", file=sys.stderr)
     if not HAS_POSTGRES:
         print(f"skipping PostgresStore: no server at {POSTGRES_DSN}", file=sys.stderr)
-    try:
+    async with _servers_cleaned():
         with tempfile.TemporaryDirectory(prefix="bench-peers-") as name:
             root = Path(name)
             for part in ("appends", "loads", "turns"):
@@ -892,11 +901,6 @@ async def main() -> None:
             loaded = await loads(root / "loads")
             turns = await langgraph(root / "turns")
             say("turns done")
-    finally:
-        if HAS_REDIS:
-            await redis_cleanup()
-        if HAS_POSTGRES:
-            await postgres_cleanup()
     json_bytes = statistics.mean(len(message(i).model_dump_json()) for i in range(1_000))
     text = report(appended, loaded, turns, json_bytes)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
