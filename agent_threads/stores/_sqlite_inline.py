@@ -87,10 +87,8 @@ class InlineConnection:
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is None:
-        return "locked" in str(exc)
-    return int(code) & 0xFF in BUSY_CODES
+    """Whether SQLite's result code (extended codes such as BUSY_SNAPSHOT included) is busy."""
+    return exc.sqlite_errorcode & 0xFF in BUSY_CODES
 
 
 __all__ = ["Busy", "InlineConnection"]
