@@ -10,7 +10,7 @@ The schema evolves by `MIGRATIONS`: migration `i` takes it from version `i` to
 `i + 1`, and table `schema_version` holds one row per version applied. A schema
 written by a newer release is refused with `SchemaVersionError`, never guessed at.
 
-    records        (kind, id) primary key, version, owner, tags text[], data JSONB
+    records        (kind, id) primary key, version, owner, tags text[], data json
     segments       segment_id primary key, written_at (Unix time of the last write)
     segment_rows   (segment_id, position) primary key, message_id, data text;
                    rows go with their segment (ON DELETE CASCADE)
@@ -19,16 +19,16 @@ written by a newer release is refused with `SchemaVersionError`, never guessed a
 Timestamps are the writing client's clock, as `vacuum()` compares them with the
 vacuuming client's clock. Rows and blobs written alone commit without waiting for the
 disk (see `_UNFLUSHED`); records, which make them reachable, wait for it (and so does a
-`commit`, rows and record in one transaction). JSONB keeps no key order; values read
-back equal.
-PostgreSQL cannot hold the NUL character in JSONB or text, so record data or rows
-containing one are refused with a ValueError.
+`commit`, rows and record in one transaction). Record data is `json`, not `jsonb`: the
+server checks the text and keeps it as written (no parsing into `jsonb` on every write
+and printing back on every read), and it stays queryable (`data->>'title'`).
+PostgreSQL cannot hold the NUL character in text, so rows containing one are refused
+with a ValueError (record data holds it escaped, as JSON does).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -37,6 +37,7 @@ from typing import Any
 
 import anyio
 from pydantic import JsonValue, ValidationError
+from pydantic_core import to_json
 
 try:
     import asyncpg
@@ -94,6 +95,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             data bytea NOT NULL,
             written_at double precision NOT NULL)""",
     ),
+    (  # 1 -> 2: record data as the JSON text written (jsonb parsing: 7-9% of a commit statement)
+        "ALTER TABLE records ALTER COLUMN data TYPE json USING data::json",
+    ),
 )
 """The schema's history: migration `i` upgrades version `i` to `i + 1`. Only append."""
 
@@ -146,7 +150,7 @@ _COMMIT_NEW = (
     """
 WITH written AS (
     INSERT INTO records (kind, id, version, owner, tags, data)
-    VALUES ($1, $2, $3::bigint + 1, $4, $5, $6::jsonb)
+    VALUES ($1, $2, $3::bigint + 1, $4, $5, $6::json)
     ON CONFLICT (kind, id) DO NOTHING
     RETURNING version),"""
     + _COMMIT_ROWS
@@ -156,7 +160,7 @@ WITH written AS (
 _COMMIT_UPDATE = (
     """
 WITH written AS (
-    UPDATE records SET version = version + 1, owner = $4, tags = $5, data = $6::jsonb
+    UPDATE records SET version = version + 1, owner = $4, tags = $5, data = $6::json
     WHERE kind = $1 AND id = $2 AND version = $3
     RETURNING version),"""
     + _COMMIT_ROWS
@@ -203,34 +207,13 @@ SELECT ARRAY(SELECT segment_id FROM segments_marked), ARRAY(SELECT digest FROM b
 """
 
 
-def _jsonb_text(value: JsonValue) -> str:
-    """JSON text for a JSONB column that reads back as the same Python values.
+def _json_text(value: JsonValue) -> str:
+    """The JSON text of record data, as every other store writes it (`model_dump_json`).
 
-    JSONB keeps numbers as `numeric` and prints them without an exponent, so a float
-    sent as `1e+300` would come back as an int; sent with a fraction (`1000...0.0`)
-    it comes back as the same float. Non-finite floats become null, as in the JSON
-    every other store writes.
+    Non-finite floats become null; a `json` column keeps numbers as written, so floats
+    read back as floats.
     """
-    text = json.dumps(value, separators=(",", ":"))
-    # no exponent, infinity or NaN anywhere (strings included): the text reads back as is
-    if "e+" not in text and "Infinity" not in text and "NaN" not in text:
-        return text
-    return _jsonb_text_of_floats(value)
-
-
-def _jsonb_text_of_floats(value: JsonValue) -> str:
-    """`_jsonb_text`, value by value: floats as JSONB reads them back."""
-    if isinstance(value, dict):
-        items = (f"{json.dumps(k)}:{_jsonb_text_of_floats(v)}" for k, v in value.items())
-        return "{" + ",".join(items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_jsonb_text_of_floats(v) for v in value) + "]"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "null"
-        if abs(value) >= 1e16:  # where repr() switches to an exponent
-            return f"{int(value)}.0"
-    return json.dumps(value)
+    return to_json(value, inf_nan_mode="null").decode()
 
 
 @contextmanager
@@ -568,7 +551,7 @@ class PostgresStore(StoreBase):
                         expected_version,
                         record.owner,
                         list(record.tags),
-                        _jsonb_text(record.data),
+                        _json_text(record.data),
                         segments,
                         row_segments,
                         positions,

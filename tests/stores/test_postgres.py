@@ -1,4 +1,4 @@
-"""PostgresStore beyond the protocol: schema, migrations, JSONB, racing clients, cut connections."""
+"""PostgresStore beyond the protocol: schema, migrations, JSON, racing clients, cut connections."""
 
 from __future__ import annotations
 
@@ -134,6 +134,39 @@ async def test_an_older_schema_is_migrated_in_order_keeping_its_data(
     )
 
 
+async def test_records_written_as_jsonb_by_version_1_read_back_after_the_upgrade(
+    schema: str, admin: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as version_1:
+        version_1.setattr(postgres, "MIGRATIONS", postgres.MIGRATIONS[:1])
+        version_1.setattr(postgres, "SCHEMA_VERSION", 1)
+        async with PostgresStore(POSTGRES_DSN, schema=schema):
+            pass
+    # as version 1 wrote it: JSONB, floats past 1e16 with a fraction so they stay floats
+    text = f'{{"title": "hi", "big": {int(1e300)}.0, "n": {2**70}, "x": 0.5}}'
+    await admin.execute(
+        f'INSERT INTO "{schema}".records (kind, id, version, data) VALUES ($1, $2, 1, $3::jsonb)',
+        "k",
+        "r",
+        text,
+    )
+    async with PostgresStore(POSTGRES_DSN, schema=schema) as upgraded:
+        stored = await upgraded.get_record("k", "r")
+        assert stored is not None and stored.version == 1
+        assert stored.data == {"title": "hi", "big": 1e300, "n": 2**70, "x": 0.5}
+        assert isinstance(stored.data["big"], float) and isinstance(stored.data["n"], int)
+        again = await upgraded.commit(
+            [RowWrite("s", 0, [Row("m", "{}")])], stored, expected_version=1
+        )
+        assert again.version == 2
+    column = await admin.fetchval(
+        "SELECT data_type FROM information_schema.columns"
+        " WHERE table_schema = $1 AND table_name = 'records' AND column_name = 'data'",
+        schema,
+    )
+    assert column == "json"
+
+
 async def test_stores_opening_a_new_schema_at_once_migrate_it_once(
     schema: str, admin: asyncpg.Connection
 ) -> None:
@@ -158,12 +191,12 @@ def test_bad_schema_names_are_rejected_before_any_sql(bad: str) -> None:
 # -- how data is kept ------------------------------------------------------------------------
 
 
-async def test_records_are_jsonb_and_queryable(
+async def test_records_are_json_and_queryable(
     store: PostgresStore, admin: asyncpg.Connection
 ) -> None:
     await store.put_record(Record(kind="k", id="r", data={"title": "hi"}), expected_version=0)
     row = await admin.fetchrow(
-        f"SELECT jsonb_typeof(data), data->>'title' FROM \"{store.schema}\".records"
+        f"SELECT json_typeof(data), data->>'title' FROM \"{store.schema}\".records"
     )
     assert row is not None and tuple(row) == ("object", "hi")
 
@@ -223,15 +256,24 @@ async def test_record_data_reads_back_as_from_the_memory_store(
     assert _same(got.data, expected.data)
 
 
-async def test_nul_characters_are_refused_clearly_and_nothing_is_kept(
+async def test_nul_characters_in_rows_are_refused_clearly_and_nothing_is_kept(
     store: PostgresStore,
 ) -> None:
     with pytest.raises(ValueError, match="NUL"):
-        await store.put_record(Record(kind="k", id="r", data={"a": "x\x00y"}), expected_version=0)
-    with pytest.raises(ValueError, match="NUL"):
         await store.append_rows("s", 0, [Row("m0", "ok"), Row("m1", "x\x00y")])
+    with pytest.raises(ValueError, match="NUL"):
+        await store.commit(
+            [RowWrite("s", 0, [Row("m2", "x\x00y")])], Record(kind="k", id="r"), expected_version=0
+        )
     assert await store.get_record("k", "r") is None
-    assert await store.locate_message("m0") == []
+    assert await store.locate_message("m0") == [] and await store.locate_message("m2") == []
+
+
+async def test_nul_characters_in_record_data_read_back(store: PostgresStore) -> None:
+    record = Record(kind="k", id="r", data={"a\x00": "x\x00y"})
+    await store.put_record(record, expected_version=0)
+    stored = await store.get_record("k", "r")
+    assert stored is not None and stored.data == {"a\x00": "x\x00y"}
 
 
 async def test_an_undecodable_record_is_reported_as_corruption(
