@@ -407,6 +407,39 @@ async def test_an_operation_cancelled_mid_statement_leaves_its_connection_to_no_
 # -- racing clients ------------------------------------------------------------------------
 
 
+async def test_deleting_a_segment_after_a_write_it_waited_for_deletes_that_write_s_rows_too(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    name = f"vacuum-{uuid.uuid4().hex[:12]}"
+    await store.append_rows("s", 0, [Row("m0", "{}")])
+    deleted: list[int] = []
+    async with PostgresStore(_named_dsn(name), schema=store.schema) as vacuuming:
+
+        async def delete() -> None:
+            deleted.append(await vacuuming.delete_segments(["s"]))
+
+        async with anyio.create_task_group() as group:
+            writing = admin.transaction()
+            await writing.start()
+            # a write into the segment as a commit makes it: the segment's row, then rows
+            await admin.execute(
+                f'UPDATE "{store.schema}".segments SET written_at = written_at'
+                " WHERE segment_id = 's'"
+            )
+            await admin.execute(
+                f"INSERT INTO \"{store.schema}\".segment_rows VALUES ('s', 1, 'm1', '{{}}')"
+            )
+            group.start_soon(delete)
+            with anyio.fail_after(10):
+                # the server's state, which no in-process event can signal: poll it
+                while not await _backends(admin, name, waiting=True):  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            await writing.commit()
+    assert deleted == [1]
+    assert await store.locate_messages(["m0", "m1"]) == {"m0": [], "m1": []}
+    assert await store.list_segments() == {}
+
+
 # -- cut connections -------------------------------------------------------------------------
 
 
