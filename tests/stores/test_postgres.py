@@ -383,6 +383,28 @@ async def test_a_refused_commit_names_the_position_or_the_versions(store: Postgr
     assert (await store.list_segments()).keys() == {"seg.1:x"}
 
 
+@pytest.mark.parametrize("count", [1, 2, postgres.LISTED_ROWS, postgres.LISTED_ROWS + 1, 40])
+async def test_a_commit_of_any_size_writes_its_rows_or_names_the_position_taken(
+    store: PostgresStore, count: int
+) -> None:
+    rows = [Row(f"m{i}", f'{{"i":{i}}}') for i in range(count)]
+    half = count // 2  # the first half in two writes into one segment, the rest in another
+    writes = [
+        RowWrite("a", 0, rows[: half // 2]),
+        RowWrite("a", half // 2, rows[half // 2 : half]),
+        RowWrite("b", 7, rows[half:]),
+    ]
+    record = await store.commit(writes, Record(kind="k", id="r"), expected_version=0)
+    written = await store.read_rows("a", 0, half) + await store.read_rows("b", 7, 7 + count - half)
+    assert written == [row.data for row in rows]
+    more = [Row(f"x{i}", "{}") for i in range(count - half + 1)]
+    again = [RowWrite("c", 0, more[:1]), RowWrite("b", 6, more)]
+    with pytest.raises(ConflictError, match=r"segment 'b'.*position 7 is already written"):
+        await store.commit(again, record, expected_version=1)
+    assert await store.locate_messages(["x0", "x1"]) == {"x0": [], "x1": []}
+    assert (await store.get_record("k", "r")) == record
+
+
 async def test_an_operation_cancelled_mid_statement_leaves_its_connection_to_no_one(
     schema: str, admin: asyncpg.Connection
 ) -> None:
