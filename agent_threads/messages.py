@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import gc
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -297,6 +298,38 @@ def tool_call(
 
 
 MESSAGES_ADAPTER: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
+
+
+# -- ids minted for input ---------------------------------------------------------------
+
+_MINTED: weakref.WeakValueDictionary[int, Message] = weakref.WeakValueDictionary()
+"""The messages `note_minted` noted and no append claimed yet, by identity (a message is
+not hashable); each leaves when claimed, or when nothing else holds it."""
+
+
+def note_minted(messages: Iterable[Message]) -> None:
+    """Note the messages of input just validated that came without an id.
+
+    Each such message holds an id `new_id` minted for it as it was validated, so no
+    thread can hold that id yet: the first append offered the message may skip looking
+    its id up (`claim_minted`). For a service's request bodies, right after validating
+    them, before anything else can see the messages. Not for a message that may be a
+    copy of an older one (`model_copy` keeps the id and the fields given): only the
+    object validated is noted, and only if it is a plain `Message` whose fields given
+    leave out `id`.
+    """
+    for message in messages:
+        if type(message) is Message and "id" not in message.model_fields_set:
+            _MINTED[id(message)] = message
+
+
+def claim_minted(message: Message) -> bool:
+    """Whether `message` is one `note_minted` noted, unclaimed; it is claimed now.
+
+    True at most once per message, so a message offered to two appends (or to one,
+    twice) has its id looked up by all but the first.
+    """
+    return _MINTED.pop(id(message), None) is message
 
 
 # -- stored rows ------------------------------------------------------------------------

@@ -35,7 +35,13 @@ from agent_threads.errors import (
     StoreCorruptedError,
     ThreadNotFoundError,
 )
-from agent_threads.messages import Message, ToolCallPart, ToolResultPart, decode_arrays
+from agent_threads.messages import (
+    Message,
+    ToolCallPart,
+    ToolResultPart,
+    claim_minted,
+    decode_arrays,
+)
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, RowArray, RowWrite, ThreadStore
 from agent_threads.stores.memory import MemoryStore
@@ -642,10 +648,14 @@ class ChatMessageThread(AgentThread):
         A lost race re-reads the thread and plans again; a position taken while the
         thread did not move holds rows a crash left unpublished, so the next try opens a
         new segment.
+
+        The first try looks up only the ids not minted for this very batch (see
+        `claim_minted`); one after a lost race looks up all: others wrote meanwhile.
         """
         force_new = False
+        unchecked = [m for m in batch if not claim_minted(m)]
         while True:
-            await self._check_absent(batch)
+            await self._check_absent(unchecked)
             plan = await self._plan_append(batch, rows, force_new=force_new)
             stats = self.stats.add(batch)
             writes = [RowWrite(plan.segment_id, plan.start, plan.rows)]
@@ -672,6 +682,7 @@ class ChatMessageThread(AgentThread):
             try:
                 await self.publish(data, writes=writes, typed=typed)
             except ConflictError:
+                unchecked = batch
                 await self.reread_after_lost_write()
                 force_new = self._record.version == seen  # unchanged: rows a crash left behind
                 if not force_new:
@@ -688,6 +699,8 @@ class ChatMessageThread(AgentThread):
             raise backoff.exhausted(self.id, "these messages were appended")
 
     async def _check_absent(self, batch: list[Message]) -> None:
+        if not batch:
+            return
         if self._lazy:  # the whole batch's ids in one store lookup
             found = await self._store.locate_messages([m.id for m in batch])
             places = {m.id: found[m.id] for m in batch}

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
 import pytest
 
-from agent_threads import ChatMessageThread, InvalidValueError, MemoryStore, Message, SQLiteStore
+from agent_threads import (
+    ChatMessageThread,
+    DuplicateMessageError,
+    InvalidValueError,
+    MemoryStore,
+    Message,
+    SQLiteStore,
+)
+from agent_threads.messages import claim_minted, note_minted
+from agent_threads.stores.base import Record, RowWrite
 from agent_threads.threads import chat
 from tests.counting_store import CountingStore
 
@@ -87,3 +98,98 @@ async def test_a_cache_limit_that_is_not_a_positive_count_is_refused(limit: obje
     thread = await ChatMessageThread.create(store)
     with pytest.raises(InvalidValueError, match="cache_limit"):
         await ChatMessageThread.load(thread.id, store=store, lazy=True, cache_limit=limit)  # type: ignore[arg-type]
+
+
+class LookupCountingStore(MemoryStore):
+    """A MemoryStore that counts the message ids its handles look up."""
+
+    looked_up = 0
+
+    async def locate_messages(self, message_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        self.looked_up += len(message_ids)
+        return await super().locate_messages(message_ids)
+
+
+def minted(text: str) -> Message:
+    """A message validated from input without an id, as a request body's are, noted so."""
+    message = Message.model_validate_json(
+        f'{{"role": "user", "contents": [{{"type": "text", "text": "{text}"}}]}}'
+    )
+    note_minted([message])
+    return message
+
+
+async def test_a_lazy_handle_skips_the_lookup_of_ids_minted_for_the_batch_once() -> None:
+    store = LookupCountingStore()
+    lazy = await lazy_thread_with(3, store)
+    store.looked_up = 0
+    fresh = minted("fresh")
+    await lazy.on_new_messages([fresh, Message.user("made here")])
+    assert store.looked_up == 1  # the message made here (ids are not noted) is looked up
+    with pytest.raises(DuplicateMessageError, match=fresh.id):  # claimed once: looked up now
+        await lazy.on_new_messages([fresh])
+    with pytest.raises(DuplicateMessageError, match=fresh.id):  # a copy was never noted
+        await lazy.on_new_messages([fresh.model_copy()])
+    assert texts(await lazy.get_messages(-2)) == ["fresh", "made here"]
+
+
+def test_only_plain_messages_validated_without_an_id_are_noted_and_claimed_once() -> None:
+    class Note(Message):
+        pass
+
+    given = Message.model_validate({"role": "user", "id": "m-given"})
+    subclassed = Note.model_validate({"role": "user"})  # its id may come from elsewhere
+    note_minted([given, subclassed])
+    assert not claim_minted(given)
+    assert not claim_minted(subclassed)
+    fresh = minted("y")
+    assert claim_minted(fresh)
+    assert not claim_minted(fresh)
+
+
+class GatedStore(SQLiteStore):
+    """A SQLiteStore whose next commit, once `armed`, waits for `gate` (as another process
+    would, beside a store of its own on the same file)."""
+
+    armed = False
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gate = anyio.Event()
+        self.waiting = anyio.Event()
+
+    async def commit(
+        self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
+    ) -> Record:
+        if self.armed:
+            self.armed = False
+            self.waiting.set()
+            await self.gate.wait()
+        return await super().commit(writes, record, expected_version=expected_version)
+
+
+async def test_a_minted_message_another_writer_appended_first_is_refused_on_retry(
+    tmp_path: Path,
+) -> None:
+    async with GatedStore(tmp_path / "t.db") as store, SQLiteStore(tmp_path / "t.db") as beside:
+        lazy = await lazy_thread_with(3, store)
+        other = await ChatMessageThread.load(lazy.id, store=beside, lazy=True)
+        fresh = minted("raced")
+        store.armed = True
+        outcome: list[BaseException] = []
+
+        async def claimed_first() -> None:  # claims the id, then waits in its commit
+            try:
+                await lazy.on_new_messages([fresh])
+            except DuplicateMessageError as exc:
+                outcome.append(exc)
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(claimed_first)
+                await store.waiting.wait()
+                await other.on_new_messages([fresh])  # looks it up: not there yet, so it lands
+                store.gate.set()  # the first commit loses the race; its retry looks the id up
+        assert len(outcome) == 1
+        await lazy.refresh()
+        assert texts(await lazy.get_messages()).count("raced") == 1

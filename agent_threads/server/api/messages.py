@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from agent_threads.messages import Message
+from agent_threads.messages import Message, note_minted
 from agent_threads.server.api import writes
 from agent_threads.server.api.handles import chat_thread, kept_handles
 from agent_threads.server.api.models import (
@@ -32,6 +32,7 @@ async def append_messages(
     thread_id: str, body: MessageBatch, store: Store, request: Request
 ) -> AppendResult:
     """Append messages to a chat thread, in order, all or nothing."""
+    note_minted(body.messages)  # those sent without an id: no lookup for theirs
     thread = await kept_handles(request).appending(store, thread_id)
     await writes.append(thread, body.messages)
     return AppendResult(messages=body.messages, head=thread.head)
