@@ -329,6 +329,36 @@ async def test_connection_killed_between_calls_is_replaced(
         assert (await named.get_record("k", "r")) is not None
 
 
+async def test_a_write_after_its_connection_was_killed_is_sent_on_a_new_one(
+    store: RedisStore, admin: redis.Redis
+) -> None:
+    name = f"cut-{uuid.uuid4().hex}"
+    async with RedisStore(
+        REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}", prefix=store.prefix
+    ) as named:
+        await named.put_record(Record(kind="k", id="r"), expected_version=0)
+        clients = [c for c in await admin.client_list() if c["name"] == name]
+        for client in clients:
+            await admin.client_kill_filter(_id=client["id"])
+        stored = await named.put_record(Record(kind="k", id="r", tags=("b",)), expected_version=1)
+        assert stored.version == 2
+        assert await store.get_record("k", "r") == stored
+
+
+async def test_writes_at_the_same_time_all_land(store: RedisStore) -> None:
+    async def write(i: int) -> None:
+        rows = [RowWrite(f"s{i}", 0, [Row(f"m{i}", "{}")])]
+        await store.commit(rows, Record(kind="k", id=f"r{i}"), expected_version=0)
+
+    async with anyio.create_task_group() as group:
+        for i in range(20):
+            group.start_soon(write, i)
+    assert [r.id for r in await store.list_records("k")] == sorted(f"r{i}" for i in range(20))
+    assert await store.locate_messages([f"m{i}" for i in range(20)]) == {
+        f"m{i}": [(f"s{i}", 0)] for i in range(20)
+    }
+
+
 async def test_a_connection_cut_during_a_read_raises_store_unavailable_then_recovers(
     store: RedisStore, admin: redis.Redis
 ) -> None:
@@ -417,6 +447,29 @@ async def test_a_server_gone_silent_fails_a_command_after_the_command_timeout(
                 assert isinstance(caught.value.__cause__, RedisTimeoutError)
                 proxy.resume()
                 assert await slow.get_record("k", "r") == stored  # the same store recovers
+
+
+async def test_a_write_to_a_server_gone_silent_times_out_or_is_cancelled_then_recovers(
+    store: RedisStore,
+) -> None:
+    parsed = urlparse(REDIS_URL)
+    proxy = StallingProxy((parsed.hostname or "127.0.0.1", parsed.port or 6379))
+    async with proxy.running():
+        slow = _quick_store(proxy.port, store.prefix)
+        with anyio.fail_after(4 * BOUND):
+            async with slow:
+                await slow.put_record(Record(kind="k", id="r"), expected_version=0)
+                proxy.stall()
+                with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+                    await slow.put_record(Record(kind="k", id="r"), expected_version=1)
+                assert (caught.value.store, caught.value.operation) == (repr(slow), "put_record")
+                assert isinstance(caught.value.__cause__, RedisTimeoutError)
+                with anyio.move_on_after(TIMEOUT / 5) as scope:
+                    await slow.put_record(Record(kind="k", id="r"), expected_version=1)
+                assert scope.cancelled_caught
+                proxy.resume()
+                stored = await slow.put_record(Record(kind="k", id="r"), expected_version=1)
+                assert stored.version == 2
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "5"])
