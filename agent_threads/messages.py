@@ -308,15 +308,15 @@ not hashable); each leaves when claimed, or when nothing else holds it."""
 
 
 def note_minted(messages: Iterable[Message]) -> None:
-    """Note the messages of input just validated that came without an id.
+    """Note the messages made just now from input that came without an id.
 
-    Each such message holds an id `new_id` minted for it as it was validated, so no
-    thread can hold that id yet: the first append offered the message may skip looking
-    its id up (`claim_minted`). For a service's request bodies, right after validating
-    them, before anything else can see the messages. Not for a message that may be a
-    copy of an older one (`model_copy` keeps the id and the fields given): only the
-    object validated is noted, and only if it is a plain `Message` whose fields given
-    leave out `id`.
+    Each such message holds an id `new_id` minted for it as it was made, so no thread
+    can hold that id yet: the first append offered the message may skip looking its id
+    up (`claim_minted`). For a service's request bodies, right after making messages of
+    them (validated, or built by a format's reader), before anything else can see the
+    messages. Not for a message that may be a copy of an older one (`model_copy` keeps
+    the id and the fields given): only the object given is noted, and only if it is a
+    plain `Message` whose fields given leave out `id`.
     """
     for message in messages:
         if type(message) is Message and "id" not in message.model_fields_set:

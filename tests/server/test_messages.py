@@ -81,3 +81,17 @@ async def test_unknown_threads_and_messages_are_404(client: httpx.AsyncClient) -
     error_of(after, 404)
     bad_id = await client.get("/api/threads/bad%20id/messages")
     assert error_of(bad_id, 422)["param"] == "thread id"
+
+
+async def test_an_id_the_service_minted_is_refused_when_sent_again(
+    client: httpx.AsyncClient,
+) -> None:
+    thread = await new_thread(client, "a")
+    path = f"/api/threads/{thread['id']}/messages"
+    minted = (await client.post(path, json={"messages": [text("b"), text("c")]})).json()
+    ids = [m["id"] for m in minted["messages"]]
+    assert len(set(ids)) == 2
+    again = {**text("b again"), "id": ids[0]}
+    error_of(await client.post(path, json={"messages": [again]}), 409)
+    listed = (await client.get(path)).json()
+    assert [m["contents"][0]["text"] for m in listed["messages"]] == ["a", "b", "c"]
