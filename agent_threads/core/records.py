@@ -192,7 +192,8 @@ class ThreadData(BaseModel):
     @field_validator("tags", mode="before")
     @classmethod
     def _tags_a_thread_may_hold(cls, value: object) -> object:
-        # sorted by key: some stores (PostgreSQL's jsonb) do not keep the order of keys
+        # sorted by key: the same on every store, and on data a store once kept without
+        # key order (PostgresStore's schema 1 held record data as jsonb)
         return dict(sorted(stored_tags(value, where="tags").items()))
 
     def write(self) -> dict[str, JsonValue]:

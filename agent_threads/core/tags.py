@@ -19,7 +19,8 @@ schema 1) had labels: a label `x` reads as the tag `{"x": ""}`. Such a key may b
 the key rules (a space, say, or up to 128 characters); it is kept as it is, and tags
 read from a thread (`thread.tags`, a `Tags`) are taken back as they are by `fork`,
 `update` and imports, so every thread stays forkable and exportable. A new key must
-follow the rules. Tags read back sorted by key (PostgreSQL's jsonb keeps no key order).
+follow the rules. Tags read back sorted by key, on every store (PostgresStore's schema 1
+held record data as jsonb, which keeps no key order).
 """
 
 from __future__ import annotations

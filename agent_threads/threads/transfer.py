@@ -340,7 +340,8 @@ async def _reconcile(
 
 
 def _check_same(segment_id: str, position: int, held: str, copied: str) -> None:
-    # stores may write a row's JSON with other spacing or key order (PostgreSQL's jsonb)
+    # the same row may be written with other spacing or key order (by another version, or
+    # another program): equal JSON is the same row
     if held != copied and json.loads(held) != json.loads(copied):
         raise ConflictError(
             f"segment {segment_id!r} position {position}",
