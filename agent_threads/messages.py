@@ -329,7 +329,7 @@ def claim_minted(message: Message) -> bool:
     True at most once per message, so a message offered to two appends (or to one,
     twice) has its id looked up by all but the first.
     """
-    return _MINTED.pop(id(message), None) is message
+    return bool(_MINTED) and _MINTED.pop(id(message), None) is message  # none noted: no pop
 
 
 # -- stored rows ------------------------------------------------------------------------
