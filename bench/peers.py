@@ -63,6 +63,7 @@ from agent_threads import ChatMessageThread, Message, SQLiteStore, Usage
 from agent_threads.integrations.langgraph import ThreadSaver
 from agent_threads.stores.postgres import PostgresStore
 from agent_threads.stores.redis import RedisStore
+from bench.machine import machine_line
 from bench.stores import reachable
 
 ROUNDS = 21
@@ -812,6 +813,8 @@ def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) ->
         " store each message's same JSON as their item, file-backed and as shipped (WAL,"
         f" synchronous={sync}: SQLite's default, which they keep). SQLiteStore uses WAL"
         " with synchronous=NORMAL.",
+        "",
+        machine_line(),
         "",
         "## Targets (issue #14)",
         "",

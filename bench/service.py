@@ -20,7 +20,6 @@ Run: .venv/bin/python bench/service.py   (writes bench/results/service.md)
 
 from __future__ import annotations
 
-import platform
 import socket
 import statistics
 import subprocess
@@ -38,8 +37,11 @@ import anyio
 import httpx
 import uvicorn
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: find bench/
+
 from agent_threads import ChatMessageThread, Message, SQLiteStore
 from agent_threads.threads.listing import list_threads
+from bench.machine import machine_line
 
 RESULTS = Path(__file__).parent / "results" / "service.md"
 CALLS = {"append": 600, "fork": 200, "list": 200}
@@ -334,8 +336,9 @@ def report(
         " between the clients is the client's own cost (httpx's is several times"
         f" aiohttp's). Throughput: each client appends to its own thread,"
         f" {REQUESTS_PER_LEVEL} requests per level (at least 20 per client).",
-        f"Machine: {platform.machine()}, Python {platform.python_version()}, run took"
-        f" {seconds:.0f} s; the machine is shared, so absolute numbers vary between runs.",
+        "",
+        f"{machine_line()} The run took {seconds:.0f} s; the machine is shared, so absolute"
+        " numbers vary between runs.",
     ]
     return "\n".join(lines) + "\n"
 
