@@ -36,6 +36,8 @@ import aiosqlite
 import anyio
 import anyio.to_thread
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: find bench/
+
 from agent_threads import (
     ChatMessageThread,
     JsonFileStore,
@@ -45,6 +47,7 @@ from agent_threads import (
     Usage,
 )
 from agent_threads.stores import sqlite as sqlite_module
+from bench.machine import machine_line
 
 SIZES = (1_000, 10_000, 100_000)
 BATCH = 100
@@ -438,6 +441,8 @@ def report(results: list[Result], sizes: tuple[int, ...], json_bytes: float) -> 
         " before schema 2 (a row per message plus a message-id index); since schema 2 it"
         " writes an append as one chunk row and indexes message ids on first lookup."
         " All contenders take turns on the same batches.",
+        "",
+        machine_line(),
         "",
         "## Append throughput",
         "",
