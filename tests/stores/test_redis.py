@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlparse
 
@@ -314,33 +315,38 @@ async def test_connection_cut_mid_append_fails_clearly_then_recovers(
         group.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def named(store: RedisStore) -> AsyncIterator[tuple[RedisStore, str]]:
+    """A second store on `store`'s keys whose connections carry a name of their own."""
+    name = f"cut-{uuid.uuid4().hex}"
+    url = REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}"
+    async with RedisStore(url, prefix=store.prefix) as opened:
+        yield opened, name
+
+
+async def kill_connections(admin: redis.Redis, name: str) -> None:
+    clients = [c for c in await admin.client_list() if c["name"] == name]
+    assert clients
+    for client in clients:
+        await admin.client_kill_filter(_id=client["id"])
+
+
 async def test_connection_killed_between_calls_is_replaced(
     store: RedisStore, admin: redis.Redis
 ) -> None:
-    name = f"cut-{uuid.uuid4().hex}"
-    async with RedisStore(
-        REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}", prefix=store.prefix
-    ) as named:
-        await named.put_record(Record(kind="k", id="r"), expected_version=0)
-        clients = [c for c in await admin.client_list() if c["name"] == name]
-        assert clients
-        for client in clients:
-            await admin.client_kill_filter(_id=client["id"])
-        assert (await named.get_record("k", "r")) is not None
+    async with named(store) as (cut, name):
+        await cut.put_record(Record(kind="k", id="r"), expected_version=0)
+        await kill_connections(admin, name)
+        assert (await cut.get_record("k", "r")) is not None
 
 
 async def test_a_write_after_its_connection_was_killed_is_sent_on_a_new_one(
     store: RedisStore, admin: redis.Redis
 ) -> None:
-    name = f"cut-{uuid.uuid4().hex}"
-    async with RedisStore(
-        REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}", prefix=store.prefix
-    ) as named:
-        await named.put_record(Record(kind="k", id="r"), expected_version=0)
-        clients = [c for c in await admin.client_list() if c["name"] == name]
-        for client in clients:
-            await admin.client_kill_filter(_id=client["id"])
-        stored = await named.put_record(Record(kind="k", id="r", tags=("b",)), expected_version=1)
+    async with named(store) as (cut, name):
+        await cut.put_record(Record(kind="k", id="r"), expected_version=0)
+        await kill_connections(admin, name)
+        stored = await cut.put_record(Record(kind="k", id="r", tags=("b",)), expected_version=1)
         assert stored.version == 2
         assert await store.get_record("k", "r") == stored
 
@@ -430,9 +436,10 @@ async def test_a_server_that_accepts_no_connection_fails_after_the_connect_timeo
     assert (caught.value.store, caught.value.operation) == (repr(store), "open")
 
 
-async def test_a_server_gone_silent_fails_a_command_after_the_command_timeout(
-    store: RedisStore,
-) -> None:
+@asynccontextmanager
+async def gone_silent(store: RedisStore) -> AsyncIterator[tuple[RedisStore, StallingProxy, Record]]:
+    """A store with short timeouts on `store`'s keys, through a proxy: one record stored,
+    then the proxy stalls (the server seems to hang) until `resume()`."""
     parsed = urlparse(REDIS_URL)
     proxy = StallingProxy((parsed.hostname or "127.0.0.1", parsed.port or 6379))
     async with proxy.running():
@@ -441,35 +448,35 @@ async def test_a_server_gone_silent_fails_a_command_after_the_command_timeout(
             async with slow:
                 stored = await slow.put_record(Record(kind="k", id="r"), expected_version=0)
                 proxy.stall()
-                with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
-                    await slow.get_record("k", "r")
-                assert (caught.value.store, caught.value.operation) == (repr(slow), "get_record")
-                assert isinstance(caught.value.__cause__, RedisTimeoutError)
-                proxy.resume()
-                assert await slow.get_record("k", "r") == stored  # the same store recovers
+                yield slow, proxy, stored
+
+
+async def test_a_server_gone_silent_fails_a_command_after_the_command_timeout(
+    store: RedisStore,
+) -> None:
+    async with gone_silent(store) as (slow, proxy, stored):
+        with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+            await slow.get_record("k", "r")
+        assert (caught.value.store, caught.value.operation) == (repr(slow), "get_record")
+        assert isinstance(caught.value.__cause__, RedisTimeoutError)
+        proxy.resume()
+        assert await slow.get_record("k", "r") == stored  # the same store recovers
 
 
 async def test_a_write_to_a_server_gone_silent_times_out_or_is_cancelled_then_recovers(
     store: RedisStore,
 ) -> None:
-    parsed = urlparse(REDIS_URL)
-    proxy = StallingProxy((parsed.hostname or "127.0.0.1", parsed.port or 6379))
-    async with proxy.running():
-        slow = _quick_store(proxy.port, store.prefix)
-        with anyio.fail_after(4 * BOUND):
-            async with slow:
-                await slow.put_record(Record(kind="k", id="r"), expected_version=0)
-                proxy.stall()
-                with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
-                    await slow.put_record(Record(kind="k", id="r"), expected_version=1)
-                assert (caught.value.store, caught.value.operation) == (repr(slow), "put_record")
-                assert isinstance(caught.value.__cause__, RedisTimeoutError)
-                with anyio.move_on_after(TIMEOUT / 5) as scope:
-                    await slow.put_record(Record(kind="k", id="r"), expected_version=1)
-                assert scope.cancelled_caught
-                proxy.resume()
-                stored = await slow.put_record(Record(kind="k", id="r"), expected_version=1)
-                assert stored.version == 2
+    async with gone_silent(store) as (slow, proxy, _):
+        with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+            await slow.put_record(Record(kind="k", id="r"), expected_version=1)
+        assert (caught.value.store, caught.value.operation) == (repr(slow), "put_record")
+        assert isinstance(caught.value.__cause__, RedisTimeoutError)
+        with anyio.move_on_after(TIMEOUT / 5) as scope:
+            await slow.put_record(Record(kind="k", id="r"), expected_version=1)
+        assert scope.cancelled_caught
+        proxy.resume()
+        stored = await slow.put_record(Record(kind="k", id="r"), expected_version=1)
+        assert stored.version == 2
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "5"])
