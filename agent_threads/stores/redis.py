@@ -441,8 +441,9 @@ class RedisStore(StoreBase):
     async def _do_close(self) -> None:
         client, self._client = self._client, None
         held, self._held = self._held, None
-        if held is not None:
+        if held is not None and not self._held_busy:
             await held.disconnect()
+        # one in use is the call's to close, when it is done with it (see `_evalsha`)
         if client is not None:
             await client.aclose()
 
@@ -501,6 +502,9 @@ class RedisStore(StoreBase):
             return await held.read_response()  # a failed call disconnects it
         finally:
             self._held_busy = False
+            if self._held is not held:  # the store closed meanwhile: nobody's connection now
+                with anyio.CancelScope(shield=True):
+                    await held.disconnect(nowait=True)
 
     # -- records ----------------------------------------------------------------------
 

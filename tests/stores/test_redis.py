@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import anyio
+import anyio.lowlevel
 import pytest
 import redis.asyncio as redis
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
@@ -485,3 +486,29 @@ def test_bad_timeouts_are_refused_by_name(bad: Any) -> None:
         RedisStore(REDIS_URL, connect_timeout=bad)
     with pytest.raises(ValueError, match="command_timeout"):
         RedisStore(REDIS_URL, command_timeout=bad)
+
+
+@pytest.mark.parametrize("steps", range(4, 14))
+async def test_a_write_in_flight_as_the_store_closes_ends_cleanly_and_leaves_no_connection(
+    store: RedisStore, admin: redis.Redis, steps: int
+) -> None:
+    name = f"closing-{uuid.uuid4().hex}"
+    url = REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}"
+    closing = RedisStore(url, prefix=store.prefix)
+    await closing.__aenter__()
+    outcome: list[object] = []
+
+    async def write() -> None:
+        try:
+            outcome.append(await closing.put_record(Record(kind="k", id="r"), expected_version=0))
+        except StoreUnavailableError as exc:  # told as the store's error, never a driver's
+            outcome.append(exc)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(write)
+        for _ in range(steps):  # the write is somewhere between connecting and its reply
+            await anyio.lowlevel.checkpoint()
+        await closing.aclose()
+    assert len(outcome) == 1
+    await anyio.sleep(0.05)  # the server sees a closed connection go
+    assert not [c for c in await admin.client_list() if c["name"] == name]
