@@ -312,11 +312,11 @@ def note_minted(messages: Iterable[Message]) -> None:
 
     Each such message holds an id `new_id` minted for it as it was made, so no thread
     can hold that id yet: the first append offered the message may skip looking its id
-    up (`claim_minted`). For a service's request bodies, right after making messages of
-    them (validated, or built by a format's reader), before anything else can see the
-    messages. Not for a message that may be a copy of an older one (`model_copy` keeps
-    the id and the fields given): only the object given is noted, and only if it is a
-    plain `Message` whose fields given leave out `id`.
+    up (`claim_minted`). For a service's request bodies, right after validating them,
+    before anything else can see the messages. Not for a message that may be a copy of
+    an older one (`model_copy` keeps the id and the fields given): only the object given
+    is noted, and only if it is a plain `Message` whose fields given leave out `id` (a
+    message built with an id, as a format's reader builds them, is not).
     """
     for message in messages:
         if type(message) is Message and "id" not in message.model_fields_set:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Request
 
 from agent_threads.errors import InvalidValueError, MessageNotFoundError
 from agent_threads.formats.openai_responses import from_items, message_items, split_item_id
-from agent_threads.messages import Message, note_minted
+from agent_threads.messages import Message
 from agent_threads.server.api import writes
 from agent_threads.server.api.handles import chat_thread, kept_handles
 from agent_threads.server.api.models import Order, PageLimit
@@ -47,7 +47,6 @@ async def create_items(
 ) -> ItemList:
     """Add up to 20 items at the end of a conversation, in order, all or nothing."""
     messages = from_items(body.items)
-    note_minted(messages)  # the items sent without an id: no lookup for theirs
     thread = await kept_handles(request).appending(store, conversation_id)
     await writes.append(thread, messages)
     return ItemList.of([item for m in messages for item in message_items(m)])
