@@ -316,12 +316,16 @@ async def test_connection_cut_mid_append_fails_clearly_then_recovers(
         group.cancel_scope.cancel()
 
 
+def named_url(name: str) -> str:
+    """REDIS_URL, its connections named `name` (as CLIENT LIST shows them)."""
+    return REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}"
+
+
 @asynccontextmanager
 async def named(store: RedisStore) -> AsyncIterator[tuple[RedisStore, str]]:
     """A second store on `store`'s keys whose connections carry a name of their own."""
     name = f"cut-{uuid.uuid4().hex}"
-    url = REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}"
-    async with RedisStore(url, prefix=store.prefix) as opened:
+    async with RedisStore(named_url(name), prefix=store.prefix) as opened:
         yield opened, name
 
 
@@ -493,8 +497,7 @@ async def test_a_write_in_flight_as_the_store_closes_ends_cleanly_and_leaves_no_
     store: RedisStore, admin: redis.Redis, steps: int
 ) -> None:
     name = f"closing-{uuid.uuid4().hex}"
-    url = REDIS_URL + ("&" if "?" in REDIS_URL else "?") + f"client_name={name}"
-    closing = RedisStore(url, prefix=store.prefix)
+    closing = RedisStore(named_url(name), prefix=store.prefix)
     await closing.__aenter__()
     outcome: list[object] = []
 
