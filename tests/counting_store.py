@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agent_threads import MemoryStore
 
 
 class CountingStore(MemoryStore):
-    """A MemoryStore that counts the rows it reads."""
+    """A MemoryStore that counts the rows it reads and the message ids it looks up."""
 
     rows_read = 0
+    looked_up = 0
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         rows = await super().read_rows(segment_id, start, end)
         self.rows_read += len(rows)
         return rows
+
+    async def locate_messages(self, message_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        self.looked_up += len(message_ids)
+        return await super().locate_messages(message_ids)

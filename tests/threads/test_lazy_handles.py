@@ -100,16 +100,6 @@ async def test_a_cache_limit_that_is_not_a_positive_count_is_refused(limit: obje
         await ChatMessageThread.load(thread.id, store=store, lazy=True, cache_limit=limit)  # type: ignore[arg-type]
 
 
-class LookupCountingStore(MemoryStore):
-    """A MemoryStore that counts the message ids its handles look up."""
-
-    looked_up = 0
-
-    async def locate_messages(self, message_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
-        self.looked_up += len(message_ids)
-        return await super().locate_messages(message_ids)
-
-
 def minted(text: str) -> Message:
     """A message validated from input without an id, as a request body's are, noted so."""
     message = Message.model_validate_json(
@@ -120,7 +110,7 @@ def minted(text: str) -> Message:
 
 
 async def test_a_lazy_handle_skips_the_lookup_of_ids_minted_for_the_batch_once() -> None:
-    store = LookupCountingStore()
+    store = CountingStore()
     lazy = await lazy_thread_with(3, store)
     store.looked_up = 0
     fresh = minted("fresh")
