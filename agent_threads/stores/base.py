@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 import re
+import secrets
 import socket
 import time
 from abc import ABC, abstractmethod
@@ -87,9 +88,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 class Record(BaseModel):
     """A versioned JSON document, the unit of compare-and-set.
 
-    `version` is 0 for a record not yet stored; each successful `put_record` stores
-    `expected_version + 1`. `owner` groups records under another (checkpoints under
-    their thread); `tags` are matched by `list_records`.
+    `version` is 0 for a record not yet stored. A record is stored first at a version
+    drawn at random from `[1, FIRST_VERSION_LIMIT]` (`first_version`), then each
+    successful `put_record` stores `expected_version + 1` (`stored_version`). So a
+    record deleted and created again restarts at an unrelated version, and a handle
+    that went stale before the deletion loses its compare-and-set instead of
+    overwriting the new record once that reaches the handle's version (ABA). `owner`
+    groups records under another (checkpoints under their thread); `tags` are matched
+    by `list_records`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -167,9 +173,12 @@ class ThreadStore(Protocol):
         """Store `record` if the stored version equals `expected_version`.
 
         `expected_version=0` means the record must not exist yet. Returns the record as
-        stored, with `version == expected_version + 1`. A new record marks the segments
-        and blobs it references (`record_references`) as written now, so that a
-        `vacuum()` running meanwhile spares them.
+        stored, with `version == stored_version(expected_version)`: `expected_version + 1`,
+        or, for a new record, a version drawn at random (`first_version`), so that a
+        record created again after a deletion never repeats the versions a stale handle
+        holds. A new record marks the segments and blobs it references
+        (`record_references`) as written now, so that a `vacuum()` running meanwhile
+        spares them.
 
         Raises:
             ConflictError: the stored version differs (someone else wrote first).
@@ -220,7 +229,8 @@ class ThreadStore(Protocol):
         record stays as it was and no row is written (a store that cannot write them in
         one transaction, `JsonFileStore`, checks the version first and may keep the rows
         of writes before a conflicting one, unreferenced, as a crash between the calls
-        would). Returns the record as stored.
+        would). Returns the record as stored, at `stored_version(expected_version)` as
+        `put_record`.
 
         Raises:
             ConflictError: a position is already written, or the stored version differs.
@@ -780,6 +790,30 @@ def validate_rows(segment_id: str, start: int, rows: Sequence[Row]) -> None:
             validate_id(row.message_id, what="message id")
 
 
+FIRST_VERSION_LIMIT = 2**52
+"""The largest version a new record is stored at (see `first_version`).
+
+Versions stay exact where numbers are doubles (Redis's Lua scripts, JavaScript clients
+of the HTTP API) up to 2**53, so for 2**52 writes of a record at least.
+"""
+
+
+def first_version() -> int:
+    """The version a new record is stored at: drawn at random from `[1, FIRST_VERSION_LIMIT]`.
+
+    Random, not 1, so that a record deleted and created again does not repeat the
+    versions of its earlier life: a stale handle's compare-and-set then fails instead
+    of overwriting the new record (it would succeed only if the new record, after `n`
+    writes, reached the handle's version: a chance of about `n / 2**52`).
+    """
+    return secrets.randbelow(FIRST_VERSION_LIMIT) + 1
+
+
+def stored_version(expected_version: int) -> int:
+    """The version a write over `expected_version` stores (0: a new record, see `Record`)."""
+    return expected_version + 1 if expected_version else first_version()
+
+
 def version_conflict(kind: str, record_id: str, expected: int | None, stored: int) -> ConflictError:
     """The error every store raises when a record's compare-and-set loses."""
     return ConflictError(
@@ -953,6 +987,7 @@ __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_VACUUM_GRACE",
+    "FIRST_VERSION_LIMIT",
     "LOGS_KEY",
     "MAX_POSITION",
     "ROW_ARRAY_ROWS",
@@ -970,11 +1005,13 @@ __all__ = [
     "check_timeout",
     "collect_garbage",
     "digest_of",
+    "first_version",
     "held_references",
     "log_row_references",
     "record_logs",
     "record_references",
     "redact_url",
+    "stored_version",
     "translate_error",
     "validate_digest",
     "validate_listing",

@@ -27,6 +27,7 @@ from agent_threads.stores.base import (
     StoreBase,
     VacuumReport,
     digest_of,
+    stored_version,
     version_conflict,
 )
 
@@ -324,9 +325,9 @@ class JsonFileStore(StoreBase):
 
     def _check_version(self, record: Record, expected_version: int) -> None:
         path = self._record_path(record.kind, record.id)
-        stored_version = self._stored_version(path, record.kind, record.id)
-        if stored_version != expected_version:
-            raise version_conflict(record.kind, record.id, expected_version, stored_version)
+        found = self._stored_version(path, record.kind, record.id)
+        if found != expected_version:
+            raise version_conflict(record.kind, record.id, expected_version, found)
 
     def _put_locked(self, record: Record, expected_version: int) -> Record:
         """`put_record`, for a caller holding the lock file."""
@@ -334,9 +335,9 @@ class JsonFileStore(StoreBase):
         return self._replace_record(record, expected_version)
 
     def _replace_record(self, record: Record, expected_version: int) -> Record:
-        """Write the record as version `expected_version + 1` (its version was checked)."""
+        """Write the record at `stored_version(expected_version)` (its version was checked)."""
         path = self._record_path(record.kind, record.id)
-        stored = record.model_copy(update={"version": expected_version + 1})
+        stored = record.model_copy(update={"version": stored_version(expected_version)})
         _files.make_dir(path.parent)
         _files.write_atomic(path, (stored.model_dump_json(indent=2) + "\n").encode())
         return stored
@@ -352,11 +353,11 @@ class JsonFileStore(StoreBase):
         path = self._record_path(kind, record_id)
 
         def delete() -> bool:
-            stored_version = self._stored_version(path, kind, record_id)
-            if stored_version == 0:
+            found = self._stored_version(path, kind, record_id)
+            if found == 0:
                 return False
-            if expected_version is not None and stored_version != expected_version:
-                raise version_conflict(kind, record_id, expected_version, stored_version)
+            if expected_version is not None and found != expected_version:
+                raise version_conflict(kind, record_id, expected_version, found)
             path.unlink()
             _files.fsync_dir(path.parent)
             return True

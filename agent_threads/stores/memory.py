@@ -12,6 +12,7 @@ from agent_threads.stores.base import (
     RowWrite,
     StoreBase,
     check_read,
+    stored_version,
     version_conflict,
 )
 
@@ -54,10 +55,10 @@ class MemoryStore(StoreBase):
     async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
         key = (record.kind, record.id)
         current = self._records.get(key)
-        stored_version = 0 if current is None else Record.model_validate_json(current).version
-        if stored_version != expected_version:
-            raise version_conflict(record.kind, record.id, expected_version, stored_version)
-        stored = record.model_copy(update={"version": expected_version + 1})
+        found = 0 if current is None else Record.model_validate_json(current).version
+        if found != expected_version:
+            raise version_conflict(record.kind, record.id, expected_version, found)
+        stored = record.model_copy(update={"version": stored_version(expected_version)})
         self._records[key] = stored.model_dump_json()
         return stored
 
@@ -94,9 +95,9 @@ class MemoryStore(StoreBase):
         self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
     ) -> Record:
         current = self._records.get((record.kind, record.id))
-        stored_version = 0 if current is None else Record.model_validate_json(current).version
-        if stored_version != expected_version:
-            raise version_conflict(record.kind, record.id, expected_version, stored_version)
+        found = 0 if current is None else Record.model_validate_json(current).version
+        if found != expected_version:
+            raise version_conflict(record.kind, record.id, expected_version, found)
         claimed: set[tuple[str, int]] = set()
         for write in writes:  # every check before any write: all or nothing
             self._check_free(write.segment_id, write.start, len(write.rows))

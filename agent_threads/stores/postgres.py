@@ -66,6 +66,7 @@ from agent_threads.stores.base import (
     StoreBase,
     check_read,
     check_timeout,
+    first_version,
     redact_url,
     version_conflict,
 )
@@ -138,7 +139,7 @@ _RECORD_COLUMNS = "kind, id, version, owner, tags, data::text"
 _WRITE_RECORD = {
     True: """
     INSERT INTO records (kind, id, version, owner, tags, data)
-    VALUES ($1, $2, $3::bigint + 1, $4, $5, $6::json)
+    VALUES ($1, $2, $3::bigint, $4, $5, $6::json)
     ON CONFLICT (kind, id) DO NOTHING
     RETURNING version""",
     False: """
@@ -146,7 +147,8 @@ _WRITE_RECORD = {
     WHERE kind = $1 AND id = $2 AND version = $3
     RETURNING version""",
 }
-"""A commit's compare-and-set of its record: a new one (`True`, $3 = 0), or over version $3."""
+"""A commit's compare-and-set of its record: a new one (`True`) stored at version $3 (drawn by
+`first_version`), or (`False`) one stored at version $3, written over as $3 + 1."""
 
 LISTED_ROWS = 4
 """A commit of at most this many rows sends each value as a parameter of its own; more go
@@ -580,8 +582,9 @@ class PostgresStore(StoreBase):
         The rows are inserted only if the record's compare-and-set wrote it, and a row
         at a position already written fails the whole statement (its own transaction).
         """
+        new = expected_version == 0
         segments, rows, values = _commit_values(writes)
-        statement = _commit_statement(expected_version == 0, segments, rows)
+        statement = _commit_statement(new, segments, rows)
         async with self._connection() as connection:
             try:
                 with _refusing_nul(f"{record.kind} {record.id!r} or its rows"):
@@ -590,7 +593,7 @@ class PostgresStore(StoreBase):
                         statement,
                         record.kind,
                         record.id,
-                        expected_version,
+                        first_version() if new else expected_version,
                         record.owner,
                         list(record.tags),
                         _json_text(record.data),

@@ -74,6 +74,7 @@ from agent_threads.stores.base import (
     check_read,
     check_timeout,
     redact_url,
+    stored_version,
     version_conflict,
 )
 
@@ -99,8 +100,9 @@ _COMMIT = """
 -- write's segment, KEYS[3 + writes] the record hash (only with a record).
 -- ARGV[1] the other arguments, each ended by a newline (none holds one): base, now,
 -- how many writes, each write's segment id, start and how many rows, then, with a
--- record, K/I, expected version, owner or '' and tags. ARGV[2] the record's doc (''
--- without one), then the rows' values "<message id>\\n<row JSON>", write after write.
+-- record, K/I, expected version, the version to store (the client draws a new
+-- record's), owner or '' and tags. ARGV[2] the record's doc ('' without one), then
+-- the rows' values "<message id>\\n<row JSON>", write after write.
 -- Returns the version stored when written (0 without a record), or, with nothing
 -- written, -1 - the version stored when the record moved on, or {segment id,
 -- position} when a position is already written. (A number: redis-py reads one faster
@@ -173,9 +175,9 @@ hset(KEYS[2], index)
 if not record then
   return 0
 end
-local member, doc, owner = head[at], ARGV[2], head[at + 2]
+local member, doc, version, owner = head[at], ARGV[2], head[at + 2], head[at + 3]
 local tags = {}
-for i = at + 3, #head do tags[#tags + 1] = head[i] end
+for i = at + 4, #head do tags[#tags + 1] = head[i] end
 local joined = table.concat(tags, '\\n')
 if (old[2] or '') ~= owner or (old[3] or '') ~= joined then  -- move it between indexes
   if old[2] and old[2] ~= '' then
@@ -191,11 +193,12 @@ if (old[2] or '') ~= owner or (old[3] or '') ~= joined then  -- move it between 
     redis.call('SADD', base .. 'owner:' .. owner, member)
   end
 end
-redis.call('HSET', record, 'version', stored + 1, 'doc', doc, 'owner', owner, 'tags', joined)
+-- the version as the client sent it: never formatted again from a Lua number (a double)
+redis.call('HSET', record, 'version', version, 'doc', doc, 'owner', owner, 'tags', joined)
 if stored == 0 then
   redis.call('ZADD', base .. 'records', 0, member)
 end
-return stored + 1
+return tonumber(version)
 """
 
 _DELETE_RECORD = (
@@ -531,7 +534,7 @@ class RedisStore(StoreBase):
         self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
     ) -> Record:
         """The rows of every write and the record, in one script: one round trip, atomic."""
-        stored = record.model_copy(update={"version": expected_version + 1})
+        stored = record.model_copy(update={"version": stored_version(expected_version)})
         await self._write(writes, stored, expected_version)
         return stored
 
@@ -556,8 +559,8 @@ class RedisStore(StoreBase):
             where = f"Redis key {keys[-1]!r}" if len(writes) == 1 else self._anywhere
         else:
             keys.append(self._record_key(record.kind, record.id))
-            head += [f"{record.kind}/{record.id}", str(expected_version), record.owner or ""]
-            head += record.tags
+            head += [f"{record.kind}/{record.id}", str(expected_version), str(record.version)]
+            head += [record.owner or "", *record.tags]
             doc = record.model_dump_json()
             where = f"Redis key {keys[-1]!r}" if not writes else self._anywhere
         args = ["\n".join(head) + "\n", doc, *values]  # ids and tags hold no newline

@@ -33,6 +33,7 @@ from agent_threads.stores.base import (
     RowWrite,
     StoreBase,
     digest_of,
+    stored_version,
     version_conflict,
 )
 
@@ -111,6 +112,28 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "  SET version = excluded.version, owner = excluded.owner, body = excluded.body;"
         " END",
     ),
+    (  # 4: the record row says which version it expects, so a new record's may be any
+        "DROP VIEW commits",  # and its triggers
+        "CREATE VIEW commits (segment, start, count, message_ids, data, written_at,"
+        " kind, id, version, owner, body, expected)"
+        " AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+        " WHERE 0",
+        "CREATE TRIGGER commit_chunk INSTEAD OF INSERT ON commits WHEN NEW.kind IS NULL BEGIN"
+        " INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
+        "  VALUES (NEW.segment, NEW.start, NEW.count, NEW.message_ids, NEW.data, NEW.written_at);"
+        " END",
+        # the record row: stored as `version` if the stored one is `expected` (0: none);
+        # without `expected` (a process of schema 3 still running), if it is `version - 1`
+        "CREATE TRIGGER commit_record INSTEAD OF INSERT ON commits WHEN NEW.kind IS NOT NULL"
+        " BEGIN"
+        f" SELECT RAISE(ABORT, '{_STALE}') WHERE COALESCE((SELECT version FROM records"
+        "  WHERE kind = NEW.kind AND id = NEW.id), 0) != COALESCE(NEW.expected, NEW.version - 1);"
+        " INSERT INTO records (kind, id, version, owner, body)"
+        "  VALUES (NEW.kind, NEW.id, NEW.version, NEW.owner, NEW.body)"
+        "  ON CONFLICT (kind, id) DO UPDATE"
+        "  SET version = excluded.version, owner = excluded.owner, body = excluded.body;"
+        " END",
+    ),
 ]
 """The schema, as an ordered list of migrations: the database's version is how many ran."""
 
@@ -157,11 +180,11 @@ _CHUNKS_PER_STATEMENT = 100
 
 _COMMIT = (
     "INSERT INTO commits (segment, start, count, message_ids, data, written_at,"
-    " kind, id, version, owner, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " kind, id, version, owner, body, expected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-_ROWS_PER_COMMIT = 90
-"""Rows (chunks and the record) one INSERT into `commits` writes: 990 parameters."""
+_ROWS_PER_COMMIT = 83
+"""Rows (chunks and the record) one INSERT into `commits` writes: 996 parameters."""
 
 INLINE_BYTES = 1 << 17
 """The most data a write runs inline (on the event loop's thread, see `InlineConnection`);
@@ -176,7 +199,7 @@ aiosqlite's thread."""
 @functools.cache
 def _commit_statement(rows: int) -> str:
     """An INSERT of `rows` rows into the `commits` view (one statement, all or nothing)."""
-    return _COMMIT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (rows - 1)
+    return _COMMIT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (rows - 1)
 
 
 @functools.cache
@@ -551,7 +574,7 @@ class SQLiteStore(StoreBase):
         whose stored version is not `expected_version`, rolling the whole statement back.
         A commit of more chunks than a statement takes runs as several in a transaction.
         """
-        stored = record.model_copy(update={"version": expected_version + 1})
+        stored = record.model_copy(update={"version": stored_version(expected_version)})
         now = time.time()
         values: list[tuple[Any, ...]] = []
         for write in writes:
@@ -560,9 +583,10 @@ class SQLiteStore(StoreBase):
             if write.rows:
                 message_ids, data = _columns(write.rows)
                 chunks = _chunks(write.segment_id, write.start, message_ids, data, now)
-                values += [(*chunk, None, None, None, None, None) for chunk in chunks]
+                values += [(*chunk, None, None, None, None, None, None) for chunk in chunks]
         body = stored.model_dump_json()
-        values.append((None,) * 6 + (stored.kind, stored.id, stored.version, stored.owner, body))
+        record_row = (stored.kind, stored.id, stored.version, stored.owner, body, expected_version)
+        values.append((None,) * 6 + record_row)
         try:
             if len(values) <= _ROWS_PER_COMMIT:
                 size = _size(body) + sum(_size(value[4]) for value in values[:-1])

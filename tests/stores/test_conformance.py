@@ -41,6 +41,7 @@ from agent_threads import (
     Usage,
 )
 from agent_threads.core.ids import new_id
+from agent_threads.stores.base import FIRST_VERSION_LIMIT
 
 from .conftest import ReopenStore, StoreFactory
 
@@ -58,12 +59,52 @@ def rows(*ids: str) -> list[Row]:
 # -- records ------------------------------------------------------------------------
 
 
-async def test_put_record_creates_version_one_and_reads_back(store: ThreadStore) -> None:
+async def test_put_record_creates_a_record_at_a_first_version_and_reads_back(
+    store: ThreadStore,
+) -> None:
     stored = await store.put_record(
         record(data_key="ünïcode ✓", nested={"a": [1, 2.5, None, True]}), expected_version=0
     )
-    assert stored.version == 1
+    assert 1 <= stored.version <= FIRST_VERSION_LIMIT
     assert await store.get_record("thing", "r1") == stored
+
+
+async def test_each_write_after_the_first_stores_the_next_version(store: ThreadStore) -> None:
+    first = await store.put_record(record(n=1), expected_version=0)
+    second = await store.put_record(record(n=2), expected_version=first.version)
+    third = await store.commit([], record(n=3), expected_version=second.version)
+    assert (second.version, third.version) == (first.version + 1, first.version + 2)
+    assert await store.get_record("thing", "r1") == third
+
+
+async def test_a_record_deleted_and_created_again_starts_at_an_unrelated_version(
+    store: ThreadStore,
+) -> None:
+    old = await store.put_record(record(n=1), expected_version=0)
+    old = await store.put_record(record(n=2), expected_version=old.version)
+    seen = {old.version - 1, old.version}
+    for n in range(3):  # a chance of 2**-51 per draw to meet one of the old versions
+        assert await store.delete_record("thing", "r1")
+        again = await store.put_record(record(n=n), expected_version=0)
+        assert 1 <= again.version <= FIRST_VERSION_LIMIT and again.version not in seen
+        seen.add(again.version)
+
+
+async def test_a_version_from_before_a_deletion_conflicts_with_the_record_created_again(
+    store: ThreadStore,
+) -> None:
+    old = await store.put_record(record(note="old"), expected_version=0)
+    await store.delete_record("thing", "r1", expected_version=old.version)
+    new = await store.put_record(record(note="new"), expected_version=0)
+    new = await store.put_record(record(note="new"), expected_version=new.version)
+    for stale in (old.version, old.version + 1):
+        with pytest.raises(ConflictError, match="r1"):
+            await store.put_record(record(note="stale"), expected_version=stale)
+        with pytest.raises(ConflictError, match="r1"):
+            await store.commit([], record(note="stale"), expected_version=stale)
+        with pytest.raises(ConflictError, match="r1"):
+            await store.delete_record("thing", "r1", expected_version=stale)
+    assert await store.get_record("thing", "r1") == new
 
 
 async def test_get_record_of_unknown_id_is_none(store: ThreadStore) -> None:
@@ -78,7 +119,7 @@ async def test_put_record_with_stale_version_raises_and_keeps_stored(store: Thre
     with pytest.raises(ConflictError):
         await store.put_record(record(n=4), expected_version=0)
     assert await store.get_record("thing", "r1") == second
-    assert second.version == 2
+    assert second.version == first.version + 1
 
 
 async def test_delete_record_reports_whether_it_existed(store: ThreadStore) -> None:
@@ -206,13 +247,13 @@ async def test_of_racing_clients_appending_at_one_position_exactly_one_wins(
 async def test_of_racing_clients_setting_one_version_exactly_one_wins(
     store: ThreadStore, another_client: ReopenStore
 ) -> None:
-    await store.put_record(record(), expected_version=0)
+    first = await store.put_record(record(), expected_version=0)
     won: list[int] = []
 
     async def put(n: int) -> None:
         async with another_client(store) as client:
             try:
-                await client.put_record(record(n=n), expected_version=1)
+                await client.put_record(record(n=n), expected_version=first.version)
                 won.append(n)
             except ConflictError:
                 pass
@@ -222,7 +263,7 @@ async def test_of_racing_clients_setting_one_version_exactly_one_wins(
             group.start_soon(put, n)
     stored = await store.get_record("thing", "r1")
     assert len(won) == 1 and stored is not None
-    assert (stored.version, stored.data) == (2, {"n": won[0]})
+    assert (stored.version, stored.data) == (first.version + 1, {"n": won[0]})
 
 
 async def test_two_clients_appending_to_one_thread_lose_nothing(

@@ -76,6 +76,20 @@ async def test_concurrent_get_or_create_from_two_clients_ends_with_one_thread(
         assert sorted(texts(final.messages)) == [f"from {i}" for i in range(4)]
 
 
+async def test_a_stale_handle_never_overwrites_a_thread_deleted_and_created_again(
+    store: ThreadStore, another_client: ReopenStore
+) -> None:
+    stale = await ChatMessageThread.create(store, id="user-42", title="old")
+    await stale.on_new_messages([Message.user("old")])
+    async with another_client(store) as other:
+        await (await ChatMessageThread.load("user-42", store=other)).delete()
+        again = await ChatMessageThread.create(other, id="user-42", title="new")
+        await again.on_new_messages([Message.user("new")])  # as many writes as the stale one saw
+        await stale.on_new_messages([Message.user("late")])  # loses, reads the new thread
+        final = await ChatMessageThread.load("user-42", store=other)
+    assert (final.title, texts(final.messages)) == ("new", ["new", "late"])
+
+
 async def test_get_or_create_refuses_an_id_held_by_a_workflow(store: ThreadStore) -> None:
     workflow = await WorkflowThread.create(store)
     with pytest.raises(ThreadNotFoundError, match="workflow"):

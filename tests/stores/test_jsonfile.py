@@ -56,7 +56,11 @@ async def test_a_thread_is_plain_files_a_person_can_read(tmp_path: Path) -> None
     marker = json.loads((tmp_path / "agent-threads.json").read_text())
     assert marker == {"format": "agent-threads/jsonfile", "schema_version": 1}
     record = json.loads((tmp_path / "records" / "thread" / f"{thread.id}.json").read_text())
-    assert (record["id"], record["version"], record["data"]["title"]) == (thread.id, 3, "trip")
+    assert (record["id"], record["version"], record["data"]["title"]) == (
+        thread.id,
+        thread.version,
+        "trip",
+    )
     lines = segment_file(tmp_path, thread).read_text().splitlines()
     assert [json.loads(line) for line in lines] == [
         {"position": i, "message_id": m.id, "message": m.model_dump(mode="json")}

@@ -339,19 +339,17 @@ async def test_every_write_is_one_round_trip(schema: str) -> None:
     record = Record(kind="thread", id="t", tags=("a",), data={"n": 1})
     async with proxy.running(), _quick_store(proxy.port, schema) as store:
         writes = [RowWrite("s", 0, [Row("m0", "{}")]), RowWrite("log", 0, [Row("c0", "{}")])]
-        await store.commit(writes, record, expected_version=0)
-        for version in (1, 2):  # the statements are prepared once per connection
+        first = (await store.commit(writes, record, expected_version=0)).version
+        for n in (1, 2):  # the statements are prepared once per connection
             await store.commit(
-                [RowWrite("s", version, [Row(f"m{version}", "{}")])],
-                record,
-                expected_version=version,
+                [RowWrite("s", n, [Row(f"m{n}", "{}")])], record, expected_version=first + n - 1
             )
-            await store.append_rows("other", version, [Row(f"o{version}", "{}")])
-            await store.put_blob(b"blob %d" % version)
+            await store.append_rows("other", n, [Row(f"o{n}", "{}")])
+            await store.put_blob(b"blob %d" % n)
         last = [RowWrite("s", 3, [Row("m3", "{}")])]
         measured: dict[str, Callable[[], Awaitable[object]]] = {
-            "commit": lambda: store.commit(last, record, expected_version=3),
-            "put_record": lambda: store.put_record(record, expected_version=4),
+            "commit": lambda: store.commit(last, record, expected_version=first + 2),
+            "put_record": lambda: store.put_record(record, expected_version=first + 3),
             "append_rows": lambda: store.append_rows("other", 3, [Row("o3", "{}")]),
             "put_blob": lambda: store.put_blob(b"blob 3"),
         }
@@ -364,20 +362,24 @@ async def test_every_write_is_one_round_trip(schema: str) -> None:
         assert await store.read_rows("s", 0, 4) == ["{}"] * 4
         assert await store.read_rows("log", 0, 1) == ["{}"]
         stored = await store.get_record("thread", "t")
-        assert stored is not None and stored.version == 5
+        assert stored is not None and stored.version == first + 4
 
 
 async def test_a_refused_commit_names_the_position_or_the_versions(store: PostgresStore) -> None:
-    await store.put_record(Record(kind="k", id="r"), expected_version=0)
+    first = (await store.put_record(Record(kind="k", id="r"), expected_version=0)).version
     await store.append_rows("seg.1:x", 3, [Row("m", "{}")])
     taken = [RowWrite("a", 0, [Row("q", "{}")]), RowWrite("seg.1:x", 2, [Row("x", "{}")] * 2)]
     with pytest.raises(ConflictError, match=r"segment 'seg\.1:x'.*position 3 is already written"):
-        await store.commit(taken, Record(kind="k", id="r"), expected_version=1)
-    with pytest.raises(ConflictError, match="expected version 5, stored version 1"):
+        await store.commit(taken, Record(kind="k", id="r"), expected_version=first)
+    with pytest.raises(
+        ConflictError, match=f"expected version {first + 4}, stored version {first}"
+    ):
         await store.commit(
-            [RowWrite("a", 0, [Row("q", "{}")])], Record(kind="k", id="r"), expected_version=5
+            [RowWrite("a", 0, [Row("q", "{}")])],
+            Record(kind="k", id="r"),
+            expected_version=first + 4,
         )
-    with pytest.raises(ConflictError, match="expected version 0, stored version 1"):
+    with pytest.raises(ConflictError, match=f"expected version 0, stored version {first}"):
         await store.commit([], Record(kind="k", id="r"), expected_version=0)
     assert await store.locate_message("q") == [] and await store.locate_message("x") == []
     assert (await store.list_segments()).keys() == {"seg.1:x"}
@@ -400,7 +402,7 @@ async def test_a_commit_of_any_size_writes_its_rows_or_names_the_position_taken(
     more = [Row(f"x{i}", "{}") for i in range(count - half + 1)]
     again = [RowWrite("c", 0, more[:1]), RowWrite("b", 6, more)]
     with pytest.raises(ConflictError, match=r"segment 'b'.*position 7 is already written"):
-        await store.commit(again, record, expected_version=1)
+        await store.commit(again, record, expected_version=record.version)
     assert await store.locate_messages(["x0", "x1"]) == {"x0": [], "x1": []}
     assert (await store.get_record("k", "r")) == record
 
@@ -417,13 +419,13 @@ async def test_an_operation_cancelled_mid_statement_leaves_its_connection_to_no_
                     f'SELECT 1 FROM "{schema}".records WHERE id = $1 FOR UPDATE', "r"
                 )
                 with anyio.move_on_after(0.3) as waited:  # waits for the row lock, cancelled
-                    await store.put_record(Record(kind="k", id="r"), expected_version=1)
+                    await store.put_record(Record(kind="k", id="r"), expected_version=first.version)
                 assert waited.cancelled_caught
         finally:
             await locker.close()
         assert await store.get_record("k", "r") == first  # the only connection: a new one
-        second = await store.put_record(Record(kind="k", id="r"), expected_version=1)
-        assert second.version == 2
+        second = await store.put_record(Record(kind="k", id="r"), expected_version=first.version)
+        assert second.version == first.version + 1
 
 
 # -- racing clients ------------------------------------------------------------------------
@@ -544,7 +546,7 @@ async def test_a_connection_cut_during_a_write_raises_store_unavailable_then_rec
 
         async def write() -> None:
             try:
-                await cut_store.put_record(Record(kind="k", id="r"), expected_version=1)
+                await cut_store.put_record(Record(kind="k", id="r"), expected_version=first.version)
             except StoreUnavailableError as exc:
                 failures.append(exc)
 
@@ -567,8 +569,10 @@ async def test_a_connection_cut_during_a_write_raises_store_unavailable_then_rec
         assert isinstance(failure.__cause__, asyncpg.PostgresError | asyncpg.InterfaceError)
         assert (failure.store, failure.operation) == (repr(cut_store), "put_record")
         assert await cut_store.get_record("k", "r") == first  # nothing half-written
-        second = await cut_store.put_record(Record(kind="k", id="r"), expected_version=1)
-        assert second.version == 2  # the same store recovers
+        second = await cut_store.put_record(
+            Record(kind="k", id="r"), expected_version=first.version
+        )
+        assert second.version == first.version + 1  # the same store recovers
 
 
 async def test_an_unreachable_server_raises_store_unavailable_naming_no_password() -> None:

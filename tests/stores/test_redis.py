@@ -78,7 +78,7 @@ async def _keys(admin: redis.Redis, store: RedisStore) -> dict[str, str]:
 
 
 async def test_keys_follow_the_documented_layout(store: RedisStore, admin: redis.Redis) -> None:
-    await store.put_record(
+    stored = await store.put_record(
         Record(kind="thread", id="t1", owner="o", tags=("a", "b c")), expected_version=0
     )
     await store.append_rows("s1", 0, [Row("m1", '{"x": 1}')])
@@ -98,7 +98,7 @@ async def test_keys_follow_the_documented_layout(store: RedisStore, admin: redis
     base = "{" + store.prefix + "}:"
     assert await admin.hget(base + "segment:s1", "0") == 'm1\n{"x": 1}'
     assert await admin.hget(base + "messages", "m1") == "s1/0"
-    assert await admin.hget(base + "record:thread/t1", "version") == "1"
+    assert await admin.hget(base + "record:thread/t1", "version") == str(stored.version)
 
 
 async def test_deleting_everything_leaves_only_the_score_sets_empty(
@@ -249,24 +249,29 @@ async def test_a_commit_is_one_script_called_by_its_digest_loaded_again_if_flush
         proxy = ReplyDroppingProxy(group, (parsed.hostname or "127.0.0.1", parsed.port or 6379))
         await proxy.start()
         async with RedisStore(_url_through(proxy.port), prefix=store.prefix) as watched:
-            await watched.commit(
+            first = await watched.commit(
                 [RowWrite("s1", 0, [Row("m1", "{}")]), RowWrite("log", 0, [Row("c1", "{}")])],
                 record,
                 expected_version=0,
             )
             proxy.requests.clear()
-            await watched.commit([RowWrite("s1", 1, [Row("m2", "{}")])], record, expected_version=1)
+            await watched.commit(
+                [RowWrite("s1", 1, [Row("m2", "{}")])], record, expected_version=first.version
+            )
             sent = bytes(proxy.requests).upper()
             assert (sent.count(b"EVALSHA"), sent.count(b"SCRIPT"), sent.count(b"HSET")) == (1, 0, 0)
             await admin.script_flush()  # a restarted server, say: the script is loaded again
             proxy.requests.clear()
-            await watched.commit([RowWrite("s1", 2, [Row("m1", "{}")])], record, expected_version=2)
+            await watched.commit(
+                [RowWrite("s1", 2, [Row("m1", "{}")])], record, expected_version=first.version + 1
+            )
             sent = bytes(proxy.requests).upper()
             assert (sent.count(b"EVALSHA"), sent.count(b"SCRIPT")) == (2, 1)  # NOSCRIPT, load
         group.cancel_scope.cancel()
     assert await store.locate_message("m1") == [("s1", 0), ("s1", 2)]
     assert await store.read_rows("log", 0, 1) == ["{}"]
-    assert await admin.hget("{" + store.prefix + "}:record:thread/t1", "version") == "3"
+    version = await admin.hget("{" + store.prefix + "}:record:thread/t1", "version")
+    assert version == str(first.version + 2)
     assert await admin.smembers("{" + store.prefix + "}:tag:a") == {"thread/t1"}
 
 
@@ -349,10 +354,12 @@ async def test_a_write_after_its_connection_was_killed_is_sent_on_a_new_one(
     store: RedisStore, admin: redis.Redis
 ) -> None:
     async with named(store) as (cut, name):
-        await cut.put_record(Record(kind="k", id="r"), expected_version=0)
+        first = await cut.put_record(Record(kind="k", id="r"), expected_version=0)
         await kill_connections(admin, name)
-        stored = await cut.put_record(Record(kind="k", id="r", tags=("b",)), expected_version=1)
-        assert stored.version == 2
+        stored = await cut.put_record(
+            Record(kind="k", id="r", tags=("b",)), expected_version=first.version
+        )
+        assert stored.version == first.version + 1
         assert await store.get_record("k", "r") == stored
 
 
@@ -471,17 +478,17 @@ async def test_a_server_gone_silent_fails_a_command_after_the_command_timeout(
 async def test_a_write_to_a_server_gone_silent_times_out_or_is_cancelled_then_recovers(
     store: RedisStore,
 ) -> None:
-    async with gone_silent(store) as (slow, proxy, _):
+    async with gone_silent(store) as (slow, proxy, first):
         with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
-            await slow.put_record(Record(kind="k", id="r"), expected_version=1)
+            await slow.put_record(Record(kind="k", id="r"), expected_version=first.version)
         assert (caught.value.store, caught.value.operation) == (repr(slow), "put_record")
         assert isinstance(caught.value.__cause__, RedisTimeoutError)
         with anyio.move_on_after(TIMEOUT / 5) as scope:
-            await slow.put_record(Record(kind="k", id="r"), expected_version=1)
+            await slow.put_record(Record(kind="k", id="r"), expected_version=first.version)
         assert scope.cancelled_caught
         proxy.resume()
-        stored = await slow.put_record(Record(kind="k", id="r"), expected_version=1)
-        assert stored.version == 2
+        stored = await slow.put_record(Record(kind="k", id="r"), expected_version=first.version)
+        assert stored.version == first.version + 1
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "5"])

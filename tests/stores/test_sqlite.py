@@ -12,6 +12,8 @@ import pytest
 
 from agent_threads import (
     ChatMessageThread,
+    ConflictError,
+    MemoryStore,
     Message,
     Record,
     Row,
@@ -298,3 +300,98 @@ async def test_an_append_cut_short_by_a_deadline_is_stored_only_if_it_returned(
         tried = range(due - 5, due + 5)
         stored = [p for i in tried for _, p in await store.locate_message(f"m{i}")]
         assert stored == appended  # none cancelled after it was written
+
+
+# -- migration from schema 3 ----------------------------------------------------------------
+
+SCHEMA_3_COMMIT = (  # a record as SQLiteStore wrote it at schema 3: no expected version
+    "INSERT INTO commits (segment, start, count, message_ids, data, written_at,"
+    " kind, id, version, owner, body) VALUES (NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, ?, ?, ?)"
+)
+
+
+def commit_as_schema_3(connection: sqlite3.Connection, record: Record) -> None:
+    """Store `record` at its version as schema-3 code did: if the stored one is the one before."""
+    body = record.model_dump_json()
+    connection.execute(
+        SCHEMA_3_COMMIT, (record.kind, record.id, record.version, record.owner, body)
+    )
+    connection.commit()
+
+
+def write_schema_3(path: Path, records: list[Record], rows: dict[str, list[Row]]) -> None:
+    """A database as SQLiteStore wrote it at schema version 3 (`rows` by segment, from 0)."""
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # as SQLiteStore makes a database
+    for statement in itertools.chain.from_iterable(sqlite_module.MIGRATIONS[:3]):
+        connection.execute(statement)
+    connection.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    connection.execute("INSERT INTO schema_version VALUES (3)")
+    for segment_id, written in rows.items():
+        connection.execute(
+            "INSERT INTO appends VALUES (?, 0, ?, ?, ?, 0)",
+            (
+                segment_id,
+                len(written),
+                "\n".join(r.message_id for r in written),
+                "\n".join(r.data for r in written),
+            ),
+        )
+    for record in records:
+        commit_as_schema_3(connection, record)
+    connection.close()
+
+
+async def schema_3_thread(path: Path, texts: list[str]) -> ChatMessageThread:
+    """A thread with `texts`, written into a new schema-3 database at `path` at version 2."""
+    memory = MemoryStore()
+    thread = await ChatMessageThread.create(memory)
+    await thread.on_new_messages([Message.user(t) for t in texts])
+    record = await memory.get_record("thread", thread.id)
+    assert record is not None and len(thread.ranges) == 1
+    (segment_id, start, end) = thread.ranges[0].to_json()
+    data = await memory.read_rows(segment_id, start, end)
+    rows = [Row(m.id, d) for m, d in zip(thread.messages, data, strict=True)]
+    versions = [record.model_copy(update={"version": v}) for v in (1, 2)]  # created, appended
+    write_schema_3(path, versions, {segment_id: rows})
+    return thread
+
+
+async def test_a_schema_3_database_is_upgraded_and_its_threads_write_on(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    thread = await schema_3_thread(path, ["a", "b"])
+    async with SQLiteStore(path) as store:
+        loaded = await ChatMessageThread.load(thread.id, store=store)
+        assert ([m.text for m in loaded.messages], loaded.version) == (["a", "b"], 2)
+        await loaded.on_new_messages([Message.user("c")])
+        assert loaded.version == 3
+        with pytest.raises(ConflictError):  # the version it had is stale
+            await store.put_record(Record(kind="thread", id=thread.id), expected_version=2)
+    async with SQLiteStore(path) as store:
+        again = await ChatMessageThread.load(thread.id, store=store)
+        assert ([m.text for m in again.messages], again.version) == (["a", "b", "c"], 3)
+    assert query(path, "SELECT version FROM schema_version") == [(sqlite_module.SCHEMA_VERSION,)]
+
+
+async def test_a_schema_3_process_still_running_after_the_upgrade_writes_records_as_before(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "threads.db"
+    write_schema_3(path, [Record(kind="k", id="r", version=1)], {})
+    async with SQLiteStore(path):  # upgrades it
+        pass
+    old = sqlite3.connect(path)  # a process of the schema before, open all along
+    try:
+        commit_as_schema_3(old, Record(kind="k", id="r", version=2, data={"by": "old"}))
+        with pytest.raises(sqlite3.IntegrityError, match="record version changed"):
+            commit_as_schema_3(old, Record(kind="k", id="r", version=2, data={"by": "stale"}))
+        commit_as_schema_3(old, Record(kind="k", id="new", version=1))  # created at 1, as before
+    finally:
+        old.close()
+    async with SQLiteStore(path) as store:
+        assert await store.get_record("k", "r") == Record(
+            kind="k", id="r", version=2, data={"by": "old"}
+        )
+        stored = await store.put_record(Record(kind="k", id="r"), expected_version=2)
+        assert stored.version == 3
+        assert (await store.put_record(Record(kind="k", id="new"), expected_version=1)).version == 2

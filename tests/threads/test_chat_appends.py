@@ -111,21 +111,13 @@ async def test_what_json_cannot_hold_is_refused_naming_the_message_and_field() -
     assert thread.head == 0
 
 
-@pytest.mark.xfail(
-    reason="known defect (ABA): a handle's compare-and-set checks the record version alone,"
-    " so a stale handle overwrites a thread deleted and created again with the same id"
-    " once that thread reaches the handle's version; a fix needs an incarnation in the"
-    " compare-and-set or tombstones that keep versions increasing",
-    raises=AssertionError,
-    strict=True,
-)
 async def test_a_stale_handle_never_overwrites_a_thread_created_again_with_its_id(
     tmp_path: Path,
 ) -> None:
     async with SQLiteStore(tmp_path / "t.db") as here, SQLiteStore(tmp_path / "t.db") as there:
         stale = await ChatMessageThread.create(here, id="user-42", title="old")
         await (await ChatMessageThread.load("user-42", store=there)).delete()
-        await ChatMessageThread.create(there, id="user-42", title="new")  # version 1 again
+        await ChatMessageThread.create(there, id="user-42", title="new")  # at a version of its own
         await stale.on_new_messages([Message.user("late")])
         again = await ChatMessageThread.load("user-42", store=there)
         assert again.title == "new"  # the new thread's own data stays

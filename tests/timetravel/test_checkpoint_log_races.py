@@ -183,7 +183,9 @@ async def test_a_garbled_log_row_is_named_by_the_reader_and_by_vacuum(
     assert record is not None
     logs: list[JsonValue] = [[segment_id, 0, 1]]
     data = {**record.data, LOGS_KEY: logs}
-    await store.put_record(record.model_copy(update={"data": data}), expected_version=1)
+    await store.put_record(
+        record.model_copy(update={"data": data}), expected_version=record.version
+    )
     with pytest.raises(StoreCorruptedError, match=rf"{segment_id}.*position 0"):
         await thread.checkpoints()
     if "r" in garbled:  # vacuum reads only what rows reference
