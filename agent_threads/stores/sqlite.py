@@ -148,6 +148,9 @@ It bounds what reading one row costs: the whole chunk holding it is read.
 
 _BASE = f"(SELECT id * {POSITIONS} AS base FROM segments WHERE name = ?)"
 
+_INCREMENTAL = 2
+"""`PRAGMA auto_vacuum`'s answer for incremental auto-vacuum."""
+
 _RECLAIM_AFTER = 64
 """Chunks an index catch-up must move before it gives freed pages back (fewer free too few
 pages to be worth one more statement)."""
@@ -916,11 +919,18 @@ def _split_chunk(segment_id: str, first: int, count: Any, text: Any) -> list[str
 
 
 async def _compact(connection: aiosqlite.Connection) -> None:
-    """Rewrite an upgraded database without the pages its old tables left free.
+    """Give the pages an upgrade left free back to the file system.
 
-    One VACUUM, once, which also turns on incremental auto-vacuum for it. Skipped (the
-    pages stay free, for SQLite to reuse) when other connections keep it busy.
+    A database in incremental auto-vacuum mode already (created by a release that sets
+    it) gives them back at once: rewriting it would copy the whole file for nothing (an
+    upgrade that only replaces views and triggers frees a few pages at most). Another
+    is rewritten by one VACUUM, once, which also turns that mode on. Skipped (the pages
+    stay free, for SQLite to reuse) when other connections keep it busy.
     """
+    if _first(await connection.execute_fetchall("PRAGMA auto_vacuum")) == _INCREMENTAL:
+        with contextlib.suppress(sqlite3.OperationalError):
+            await connection.executescript("PRAGMA incremental_vacuum;")
+        return
     (timeout,) = next(iter(await connection.execute_fetchall("PRAGMA busy_timeout")))
     await connection.execute("PRAGMA busy_timeout = 1000")  # do not hold up the open
     try:

@@ -6,7 +6,9 @@ import itertools
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import aiosqlite
 import anyio
 import pytest
 
@@ -395,3 +397,23 @@ async def test_a_schema_3_process_still_running_after_the_upgrade_writes_records
         stored = await store.put_record(Record(kind="k", id="r"), expected_version=2)
         assert stored.version == 3
         assert (await store.put_record(Record(kind="k", id="new"), expected_version=1)).version == 2
+
+
+async def test_an_upgrade_frees_its_pages_without_rewriting_a_database_in_incremental_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "threads.db"
+    await schema_3_thread(path, ["a"])
+    executed: list[str] = []
+    execute_statement = aiosqlite.Connection.execute
+
+    async def recording(self: aiosqlite.Connection, sql: str, *args: Any) -> aiosqlite.Cursor:
+        executed.append(sql)
+        return await execute_statement(self, sql, *args)
+
+    monkeypatch.setattr(aiosqlite.Connection, "execute", recording)
+    async with SQLiteStore(path):
+        pass
+    assert any(sql.startswith("DROP VIEW commits") for sql in executed)  # it did upgrade
+    assert "VACUUM" not in executed
+    assert query(path, "PRAGMA freelist_count") == [(0,)]
