@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_threads import MemoryStore
+from agent_threads import MemoryStore, Record
 
 
 class CountingStore(MemoryStore):
-    """A MemoryStore that counts the rows it reads and the message ids it looks up."""
+    """A MemoryStore that counts the rows and records it reads and the message ids it looks up."""
 
     rows_read = 0
+    records_read = 0
     looked_up = 0
+
+    async def get_record(self, kind: str, record_id: str) -> Record | None:
+        self.records_read += 1
+        return await super().get_record(kind, record_id)
 
     async def read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         rows = await super().read_rows(segment_id, start, end)

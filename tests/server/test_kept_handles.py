@@ -9,6 +9,7 @@ from agent_threads import ChatMessageThread, MemoryStore, Message, WorkflowThrea
 from agent_threads.server import create_app
 from agent_threads.server.api import handles
 from agent_threads.stores.tenant import TenantStore
+from tests.counting_store import CountingStore
 
 from .conftest import error_of, new_thread, text
 
@@ -98,6 +99,54 @@ async def test_handles_kept_are_bounded_the_least_recently_used_dropped(
     assert kept.held(acme) == [ids[2], ids[1]]
     for thread_id in ids:  # dropped or kept, every thread answers alike
         assert (await append(client, thread_id, "z")).status_code == 201
+
+
+async def test_appends_through_one_app_read_no_record_while_nobody_else_writes() -> None:
+    store = CountingStore()
+    async with _anonymous(create_app(store)) as client:
+        thread_id = (await new_thread(client, "a"))["id"]
+        await append(client, thread_id, "b")  # the handle is kept now
+        read = store.records_read
+        for value in "cdefg":
+            assert (await append(client, thread_id, value)).status_code == 201
+        assert store.records_read == read  # each append one write, its compare-and-set
+        assert await texts(client, thread_id) == list("abcdefg")
+
+
+async def test_a_kept_handle_reads_first_after_another_writer_until_none_wrote_a_few_times() -> (
+    None
+):
+    store = CountingStore()
+    async with _anonymous(create_app(store)) as client:
+        thread_id = (await new_thread(client, "a"))["id"]
+        await append(client, thread_id, "b")
+        elsewhere = await ChatMessageThread.load(thread_id, store=store)
+        await elsewhere.on_new_messages([Message.user("from elsewhere")])
+        assert (await append(client, thread_id, "c")).json()["head"] == 4  # lost, re-read
+        read = store.records_read
+        for value in "def":  # each reads the record first: another may write
+            await append(client, thread_id, value)
+        assert store.records_read == read + handles.TRUSTED_AFTER
+        await append(client, thread_id, "g")  # the last ones found nobody else wrote
+        assert store.records_read == read + handles.TRUSTED_AFTER
+        expected = ["a", "b", "from elsewhere", *"cdefg"]
+        assert await texts(client, thread_id) == expected
+
+
+async def test_a_thread_another_writer_writes_between_appends_is_read_first_each_time() -> None:
+    store = CountingStore()
+    async with _anonymous(create_app(store)) as client:
+        thread_id = (await new_thread(client))["id"]
+        await append(client, thread_id, "0")
+        elsewhere = await ChatMessageThread.load(thread_id, store=store)
+        await elsewhere.on_new_messages([Message.user("x")])
+        await append(client, thread_id, "1")  # lost its first write: reads first from now
+        for value in "23456789":
+            await elsewhere.on_new_messages([Message.user("x")])
+            read = store.records_read
+            await append(client, thread_id, value)
+            assert store.records_read == read + 1  # one read, and no write lost to re-read
+        assert await texts(client, thread_id) == ["0", "x", *"123456789".replace("", "x")[1:-1]]
 
 
 def _anonymous(app: FastAPI) -> httpx.AsyncClient:

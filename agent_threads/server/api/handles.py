@@ -1,21 +1,30 @@
 """Opening the thread a route names, in the caller's tenant store.
 
-Each request opens its own handle, except appends: `KeptHandles.appending` keeps a lazy
+Each request opens its own handle, except appends: `KeptHandles.append` keeps a lazy
 handle per thread between requests (up to `KEPT_HANDLES` per store, the least recently
-used dropped), brought up to date with one record read before each use. A kept handle is
-what a fresh lazy load would give (`refresh` re-reads the record, and a handle never
-trusts a cached record when it writes: its commit is a compare-and-set), but it skips
-building the handle again, and appends to one thread from several requests queue on
-one handle instead of racing each other through the store.
+used dropped). A kept handle appends as it stands while it finds itself up to date: its
+commit is a compare-and-set of the record it holds (the version, which a thread deleted
+and created again does not repeat: a new record starts at a random version), so when
+anyone else wrote meanwhile the append re-reads the thread and tries again, as after any
+lost race. Then the handle reads the record first (one read instead of a write that
+fails and a back-off) until `TRUSTED_AFTER` appends in a row found that nobody else
+wrote the thread since the one before. So a thread appended through one app costs one
+store write per append; one that several apps or processes append to costs a record
+read and a write, as a fresh lazy handle would. Appends to one thread from several
+requests queue on one handle instead of racing each other through the store.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fastapi import Request
 
 from agent_threads.errors import ThreadNotFoundError
+from agent_threads.messages import Message
+from agent_threads.server.api import writes
 from agent_threads.stores.base import ThreadStore
 from agent_threads.threads.base import AgentThread
 from agent_threads.threads.chat import ChatMessageThread
@@ -40,6 +49,23 @@ its id check asks the store), so all kept handles of a store hold at most about
 `KEPT_HANDLES * KEPT_MESSAGES` messages (~90 MB of 1.4 KB messages)."""
 
 
+TRUSTED_AFTER = 3
+"""How many appends in a row must find that nobody else wrote the thread since this app's
+last append before its kept handle appends without reading the record first (a wrong
+guess costs a failed write and a back-off)."""
+
+
+@dataclass(slots=True)
+class _Kept:
+    """A kept handle, and what its appends found of other writers."""
+
+    handle: ChatMessageThread
+    seen: int
+    """The version the handle held after this app's last append through it (or its load)."""
+    alone: int = TRUSTED_AFTER
+    """How many appends in a row found nobody else wrote since (just loaded: trusted)."""
+
+
 class KeptHandles:
     """The handles an app keeps between requests, per store and thread, least recent out.
 
@@ -50,35 +76,54 @@ class KeptHandles:
     def __init__(self, limit: int = KEPT_HANDLES) -> None:
         self.limit = limit
         # by the store's identity (a store need not be hashable); the app holds its stores
-        self._kept: dict[int, OrderedDict[str, ChatMessageThread]] = {}
+        self._kept: dict[int, OrderedDict[str, _Kept]] = {}
 
     def held(self, store: ThreadStore) -> list[str]:
         """The ids of the threads whose handles are kept for `store`, least recent first."""
         return list(self._kept.get(id(store), ()))
 
-    async def appending(self, store: ThreadStore, thread_id: str) -> ChatMessageThread:
-        """A lazy handle on a chat thread to append to, kept between requests, up to date.
+    async def append(
+        self, store: ThreadStore, thread_id: str, messages: Sequence[Message]
+    ) -> ChatMessageThread:
+        """Append `messages` to a chat thread through its kept handle (`writes.append`).
+
+        Returns the handle, up to date with the append.
 
         Raises:
-            ThreadNotFoundError: no chat thread has this id (any more).
+            ThreadNotFoundError: no chat thread has this id (any more); its handle goes.
+            StoreUnavailableError, AgentThreadsError: as `writes.append`.
         """
         kept = self._kept.setdefault(id(store), OrderedDict())
-        handle = kept.get(thread_id)
-        if handle is None:
+        entry = kept.get(thread_id)
+        if entry is None:
             handle = await ChatMessageThread.load(
                 thread_id, store=store, lazy=True, cache_limit=KEPT_MESSAGES
             )
-        else:
-            try:
-                await handle.refresh()
-            except ThreadNotFoundError:  # deleted, or a workflow holds the id now
-                kept.pop(thread_id, None)
-                raise
-        kept[thread_id] = handle
+            entry = _Kept(handle, handle.version)
+        try:
+            if entry.alone < TRUSTED_AFTER:
+                await entry.handle.refresh()
+            before = entry.handle.version
+            await writes.append(entry.handle, messages)
+        except ThreadNotFoundError:  # deleted, or a workflow holds the id now
+            kept.pop(thread_id, None)
+            raise
+        except BaseException:
+            entry.alone = 0
+            self._keep(kept, thread_id, entry)
+            raise
+        after = entry.handle.version
+        alone = before == entry.seen and after == before + 1  # no write of another between
+        entry.alone, entry.seen = (entry.alone + 1 if alone else 0), after
+        self._keep(kept, thread_id, entry)
+        return entry.handle
+
+    def _keep(self, kept: OrderedDict[str, _Kept], thread_id: str, entry: _Kept) -> None:
+        """Keep `entry` as the most recently used, dropping the least recent over the limit."""
+        kept[thread_id] = entry
         kept.move_to_end(thread_id)
         while len(kept) > self.limit:
             kept.popitem(last=False)
-        return handle
 
 
 def kept_handles(request: Request) -> KeptHandles:

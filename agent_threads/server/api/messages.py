@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from agent_threads.messages import Message, note_minted
-from agent_threads.server.api import writes
 from agent_threads.server.api.handles import chat_thread, kept_handles
 from agent_threads.server.api.models import (
     AppendResult,
@@ -33,8 +32,7 @@ async def append_messages(
 ) -> AppendResult:
     """Append messages to a chat thread, in order, all or nothing."""
     note_minted(body.messages)  # those sent without an id: no lookup for theirs
-    thread = await kept_handles(request).appending(store, thread_id)
-    await writes.append(thread, body.messages)
+    thread = await kept_handles(request).append(store, thread_id, body.messages)
     return AppendResult(messages=body.messages, head=thread.head)
 
 

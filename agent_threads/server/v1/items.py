@@ -17,7 +17,6 @@ from fastapi import APIRouter, Query, Request
 from agent_threads.errors import InvalidValueError, MessageNotFoundError
 from agent_threads.formats.openai_responses import from_items, message_items, split_item_id
 from agent_threads.messages import Message
-from agent_threads.server.api import writes
 from agent_threads.server.api.handles import chat_thread, kept_handles
 from agent_threads.server.api.models import Order, PageLimit
 from agent_threads.server.auth import Store
@@ -47,8 +46,7 @@ async def create_items(
 ) -> ItemList:
     """Add up to 20 items at the end of a conversation, in order, all or nothing."""
     messages = from_items(body.items)
-    thread = await kept_handles(request).appending(store, conversation_id)
-    await writes.append(thread, messages)
+    await kept_handles(request).append(store, conversation_id, messages)
     return ItemList.of([item for m in messages for item in message_items(m)])
 
 
