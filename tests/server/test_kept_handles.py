@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import anyio
 import httpx
 from fastapi import FastAPI
 
-from agent_threads import ChatMessageThread, MemoryStore, Message, WorkflowThread
+from agent_threads import (
+    ChatMessageThread,
+    MemoryStore,
+    Message,
+    Record,
+    SQLiteStore,
+    WorkflowThread,
+)
 from agent_threads.server import create_app
 from agent_threads.server.api import handles
 from agent_threads.stores.tenant import TenantStore
@@ -14,8 +24,8 @@ from tests.counting_store import CountingStore
 from .conftest import error_of, new_thread, text
 
 
-async def texts(client: httpx.AsyncClient, thread_id: str) -> list[str]:
-    answer = await client.get(f"/api/threads/{thread_id}/messages", params={"limit": 100})
+async def texts(client: httpx.AsyncClient, thread_id: str, limit: int = 100) -> list[str]:
+    answer = await client.get(f"/api/threads/{thread_id}/messages", params={"limit": limit})
     assert answer.status_code == 200, answer.text
     return [m["contents"][0]["text"] for m in answer.json()["messages"]]
 
@@ -147,6 +157,35 @@ async def test_a_thread_another_writer_writes_between_appends_is_read_first_each
             await append(client, thread_id, value)
             assert store.records_read == read + 1  # one read, and no write lost to re-read
         assert await texts(client, thread_id) == ["0", "x", *"123456789".replace("", "x")[1:-1]]
+
+
+class _CountingSQLiteStore(SQLiteStore):
+    records_read = 0
+
+    async def get_record(self, kind: str, record_id: str) -> Record | None:
+        self.records_read += 1
+        return await super().get_record(kind, record_id)
+
+
+async def test_concurrent_appends_through_one_app_share_one_handle(tmp_path: Path) -> None:
+    store = _CountingSQLiteStore(tmp_path / "t.db")  # its writes wait: requests interleave
+    async with store, _anonymous(create_app(store)) as client:
+        thread_id = (await new_thread(client))["id"]
+        read = store.records_read
+
+        async def writer(name: str) -> None:
+            for i in range(10):
+                assert (await append(client, thread_id, f"{name}{i}")).status_code == 201
+
+        async with anyio.create_task_group() as group:
+            for name in "abcd":
+                group.start_soon(writer, name)
+        # at most a load per writer and a read first per append (appends at once through
+        # one app read first); a handle per writer would lose races and re-read after them
+        assert store.records_read - read <= 4 + 40
+        assert sorted(await texts(client, thread_id, limit=100)) == sorted(
+            f"{name}{i}" for name in "abcd" for i in range(10)
+        )
 
 
 def _anonymous(app: FastAPI) -> httpx.AsyncClient:

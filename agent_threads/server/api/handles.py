@@ -10,8 +10,10 @@ lost race. Then the handle reads the record first (one read instead of a write t
 fails and a back-off) until `TRUSTED_AFTER` appends in a row found that nobody else
 wrote the thread since the one before. So a thread appended through one app costs one
 store write per append; one that several apps or processes append to costs a record
-read and a write, as a fresh lazy handle would. Appends to one thread from several
-requests queue on one handle instead of racing each other through the store.
+read and a write, as a fresh lazy handle would (and so do requests appending to one
+thread at once through one app: their appends look like another writer's). Appends to
+one thread from several requests queue on one handle (the first kept, if several
+loaded one at once) instead of racing each other through the store.
 """
 
 from __future__ import annotations
@@ -57,13 +59,10 @@ guess costs a failed write and a back-off)."""
 
 @dataclass(slots=True)
 class _Kept:
-    """A kept handle, and what its appends found of other writers."""
+    """A kept handle, and how many appends in a row found that nobody else wrote."""
 
     handle: ChatMessageThread
-    seen: int
-    """The version the handle held after this app's last append through it (or its load)."""
-    alone: int = TRUSTED_AFTER
-    """How many appends in a row found nobody else wrote since (just loaded: trusted)."""
+    alone: int = TRUSTED_AFTER  # just loaded: as fresh as a read
 
 
 class KeptHandles:
@@ -99,31 +98,30 @@ class KeptHandles:
             handle = await ChatMessageThread.load(
                 thread_id, store=store, lazy=True, cache_limit=KEPT_MESSAGES
             )
-            entry = _Kept(handle, handle.version)
-        try:
-            if entry.alone < TRUSTED_AFTER:
-                await entry.handle.refresh()
-            before = entry.handle.version
-            await writes.append(entry.handle, messages)
-        except ThreadNotFoundError:  # deleted, or a workflow holds the id now
-            kept.pop(thread_id, None)
-            raise
-        except BaseException:
-            entry.alone = 0
-            self._keep(kept, thread_id, entry)
-            raise
-        after = entry.handle.version
-        alone = before == entry.seen and after == before + 1  # no write of another between
-        entry.alone, entry.seen = (entry.alone + 1 if alone else 0), after
-        self._keep(kept, thread_id, entry)
-        return entry.handle
-
-    def _keep(self, kept: OrderedDict[str, _Kept], thread_id: str, entry: _Kept) -> None:
-        """Keep `entry` as the most recently used, dropping the least recent over the limit."""
-        kept[thread_id] = entry
+            # one handle per thread: a request that loaded one meanwhile kept it first
+            entry = kept.setdefault(thread_id, _Kept(handle))
         kept.move_to_end(thread_id)
         while len(kept) > self.limit:
             kept.popitem(last=False)
+        try:
+            before = entry.handle.version
+            trusted = entry.alone >= TRUSTED_AFTER
+            if not trusted:
+                await entry.handle.refresh()  # a newer record is another's write (or one
+            alone = entry.handle.version == before  # of this app's requests at once)
+            before = entry.handle.version
+            await writes.append(entry.handle, messages)
+        except ThreadNotFoundError:  # deleted, or a workflow holds the id now
+            if kept.get(thread_id) is entry:
+                del kept[thread_id]
+            raise
+        except BaseException:
+            entry.alone = 0
+            raise
+        if trusted:  # the append lost no race (nor did another request of this app append
+            alone = entry.handle.version == before + 1  # meanwhile)
+        entry.alone = entry.alone + 1 if alone else 0
+        return entry.handle
 
 
 def kept_handles(request: Request) -> KeptHandles:
