@@ -46,6 +46,13 @@ _TAKEN = "segment positions already written"
 _STALE = "record version changed"
 """The message of the commit trigger's ABORT when the record moved on."""
 
+_COMMIT_CHUNK = (  # a chunk row of a commit: an append (the `appends` trigger checks it)
+    "CREATE TRIGGER commit_chunk INSTEAD OF INSERT ON commits WHEN NEW.kind IS NULL BEGIN"
+    " INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
+    "  VALUES (NEW.segment, NEW.start, NEW.count, NEW.message_ids, NEW.data, NEW.written_at);"
+    " END"
+)
+
 MIGRATIONS: list[tuple[str, ...]] = [
     (  # 1: records, segments and their rows, blobs
         "CREATE TABLE records ("
@@ -96,11 +103,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE VIEW commits (segment, start, count, message_ids, data, written_at,"
         " kind, id, version, owner, body)"
         " AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
-        # a chunk row of the commit: an append (the `appends` trigger checks its positions)
-        "CREATE TRIGGER commit_chunk INSTEAD OF INSERT ON commits WHEN NEW.kind IS NULL BEGIN"
-        " INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
-        "  VALUES (NEW.segment, NEW.start, NEW.count, NEW.message_ids, NEW.data, NEW.written_at);"
-        " END",
+        _COMMIT_CHUNK,
         # the record row: stored as `version` if the stored one is `version - 1` (0: none)
         "CREATE TRIGGER commit_record INSTEAD OF INSERT ON commits WHEN NEW.kind IS NOT NULL"
         " BEGIN"
@@ -118,10 +121,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
         " kind, id, version, owner, body, expected)"
         " AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
         " WHERE 0",
-        "CREATE TRIGGER commit_chunk INSTEAD OF INSERT ON commits WHEN NEW.kind IS NULL BEGIN"
-        " INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
-        "  VALUES (NEW.segment, NEW.start, NEW.count, NEW.message_ids, NEW.data, NEW.written_at);"
-        " END",
+        _COMMIT_CHUNK,  # as in 3: the view's triggers went with it
         # the record row: stored as `version` if the stored one is `expected` (0: none);
         # without `expected` (a process of schema 3 still running), if it is `version - 1`
         "CREATE TRIGGER commit_record INSTEAD OF INSERT ON commits WHEN NEW.kind IS NOT NULL"
