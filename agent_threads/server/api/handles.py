@@ -104,11 +104,10 @@ class KeptHandles:
         while len(kept) > self.limit:
             kept.popitem(last=False)
         try:
-            before = entry.handle.version
             trusted = entry.alone >= TRUSTED_AFTER
+            held = entry.handle.version
             if not trusted:
-                await entry.handle.refresh()  # a newer record is another's write (or one
-            alone = entry.handle.version == before  # of this app's requests at once)
+                await entry.handle.refresh()
             before = entry.handle.version
             await writes.append(entry.handle, messages)
         except ThreadNotFoundError:  # deleted, or a workflow holds the id now
@@ -118,8 +117,9 @@ class KeptHandles:
         except BaseException:
             entry.alone = 0
             raise
-        if trusted:  # the append lost no race (nor did another request of this app append
-            alone = entry.handle.version == before + 1  # meanwhile)
+        # nobody else wrote: the append lost no race (a trusted handle), or the refresh
+        # found no newer record (either may also be another request of this app at once)
+        alone = entry.handle.version == before + 1 if trusted else before == held
         entry.alone = entry.alone + 1 if alone else 0
         return entry.handle
 
