@@ -927,16 +927,16 @@ async def _compact(connection: aiosqlite.Connection) -> None:
     is rewritten by one VACUUM, once, which also turns that mode on. Skipped (the pages
     stay free, for SQLite to reuse) when other connections keep it busy.
     """
-    if _first(await connection.execute_fetchall("PRAGMA auto_vacuum")) == _INCREMENTAL:
-        with contextlib.suppress(sqlite3.OperationalError):
-            await connection.executescript("PRAGMA incremental_vacuum;")
-        return
+    incremental = _first(await connection.execute_fetchall("PRAGMA auto_vacuum")) == _INCREMENTAL
     (timeout,) = next(iter(await connection.execute_fetchall("PRAGMA busy_timeout")))
     await connection.execute("PRAGMA busy_timeout = 1000")  # do not hold up the open
     try:
         with contextlib.suppress(sqlite3.OperationalError):
-            await connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            await connection.execute("VACUUM")
+            if incremental:
+                await connection.executescript("PRAGMA incremental_vacuum;")
+            else:
+                await connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                await connection.execute("VACUUM")
     finally:
         await connection.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
