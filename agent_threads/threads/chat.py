@@ -623,14 +623,11 @@ class ChatMessageThread(AgentThread):
             return None
         rows = _new_rows(batch, self.id)
         policy = self.retry_policy(deadline)
-        mark: _Mark | None = None
-        if checkpoint is not False:
-            mark = _Mark(label, "manual", metadata)
-        elif self.auto_checkpoint:
-            mark = _Mark(None, "auto", metadata)
+        asked = None if checkpoint is False else _Mark(label, "manual", metadata)
         async with self._lock:
+            mark = self._mark(asked, metadata)
             if mark is not None and not has_log(self.record_data):  # checkpoints of version 1
-                await self._append(batch, rows, policy.start(), None)
+                await self._append(batch, rows, policy.start(), None, None)
                 return await save_checkpoint(
                     self,
                     label=mark.label,
@@ -638,24 +635,56 @@ class ChatMessageThread(AgentThread):
                     reason=mark.reason,
                     backoff=policy.start(),
                 )
-            return await self._append(batch, rows, policy.start(), mark)
+            auto = metadata if asked is None else None
+            return await self._append(batch, rows, policy.start(), mark, auto)
+
+    def _mark(self, asked: _Mark | None, metadata: dict[str, JsonValue]) -> _Mark | None:
+        """The checkpoint an append records: the one asked for, else an "auto" one.
+
+        An "auto" one if the thread has `auto_checkpoint`.
+        """
+        if asked is None and self.auto_checkpoint:
+            return _Mark(None, "auto", metadata)
+        return asked
 
     async def _append(
-        self, batch: list[Message], rows: list[Row], backoff: Backoff, mark: _Mark | None
+        self,
+        batch: list[Message],
+        rows: list[Row],
+        backoff: Backoff,
+        mark: _Mark | None,
+        auto: dict[str, JsonValue] | None,
     ) -> Checkpoint | None:
         """Write the rows (and the checkpoint's) and publish them in one store write.
 
         A lost race re-reads the thread and plans again; a position taken while the
         thread did not move holds rows a crash left unpublished, so the next try opens a
-        new segment.
+        new segment. `auto` (the metadata) when no checkpoint was asked for: the thread
+        read again decides whether an "auto" one goes with the append (it may be another
+        thread with the same id by then).
 
         The first try looks up only the ids not minted for this very batch (see
-        `claim_minted`); one after a lost race looks up all: others wrote meanwhile.
+        `claim_minted`); one after a lost race looks up all: others wrote meanwhile. An id
+        found in the thread as this handle holds it, before the handle read the thread
+        during this append, is checked again after a re-read: the handle may be stale (a
+        rollback or a pop elsewhere took the message out; the thread may be gone).
         """
         force_new = False
+        read = False  # whether the thread was read during this append
         unchecked = [m for m in batch if not claim_minted(m)]
         while True:
-            await self._check_absent(unchecked)
+            try:
+                await self._check_absent(unchecked)
+            except DuplicateMessageError:
+                if read:
+                    raise
+                read = True
+                seen = self._record.version
+                await self.refresh_unlocked()  # ThreadNotFoundError if the thread is gone
+                if self._record.version == seen:
+                    raise
+                mark = self._mark_again(mark, auto)
+                continue
             plan = await self._plan_append(batch, rows, force_new=force_new)
             stats = self.stats.add(batch)
             writes = [RowWrite(plan.segment_id, plan.start, plan.rows)]
@@ -684,6 +713,8 @@ class ChatMessageThread(AgentThread):
             except ConflictError:
                 unchecked = batch
                 await self.reread_after_lost_write()
+                read = True
+                mark = self._mark_again(mark, auto)
                 force_new = self._record.version == seen  # unchanged: rows a crash left behind
                 if not force_new:
                     await self._back_off(backoff)
@@ -693,6 +724,16 @@ class ChatMessageThread(AgentThread):
             if made is not None:
                 self.remember(made, self.state)
             return made
+
+    def _mark_again(self, mark: _Mark | None, auto: dict[str, JsonValue] | None) -> _Mark | None:
+        """The append's checkpoint after the thread was read again.
+
+        One asked for stays; an "auto" one goes with the append only if the thread as read
+        has `auto_checkpoint` (and a log to hold it).
+        """
+        if auto is None:
+            return mark
+        return self._mark(None, auto) if has_log(self.record_data) else None
 
     async def _back_off(self, backoff: Backoff) -> None:
         if not await backoff.wait():

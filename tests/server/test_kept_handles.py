@@ -96,6 +96,55 @@ async def test_a_message_id_already_in_the_thread_is_refused_through_a_kept_hand
     assert await texts(client, thread_id) == ["a", "b"]
 
 
+async def test_a_message_a_rollback_took_out_may_be_sent_again_with_its_id(
+    client: httpx.AsyncClient,
+) -> None:
+    thread_id = (await new_thread(client, "a"))["id"]
+    first = (await append(client, thread_id, "b")).json()["messages"][0]
+    removed = (await append(client, thread_id, "c")).json()["messages"][0]
+    back = await client.post(f"/api/threads/{thread_id}/rollback", json={"message_id": first["id"]})
+    assert back.status_code == 200, back.text
+    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [removed]})
+    assert again.status_code == 201, again.text  # the kept handle's stale head held it
+    assert await texts(client, thread_id) == ["a", "b", "c"]
+
+
+async def test_a_message_popped_elsewhere_may_be_sent_again_with_its_id(
+    client: httpx.AsyncClient, store: MemoryStore
+) -> None:
+    thread_id = (await new_thread(client, "a"))["id"]
+    last = (await append(client, thread_id, "b")).json()["messages"][0]
+    elsewhere = await ChatMessageThread.load(thread_id, store=TenantStore(store, "acme"))
+    assert (await elsewhere.pop()) is not None
+    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [last]})
+    assert again.status_code == 201, again.text
+    assert await texts(client, thread_id) == ["a", "b"]
+
+
+async def test_sending_again_to_a_thread_deleted_through_the_app_answers_404(
+    client: httpx.AsyncClient,
+) -> None:
+    thread_id = (await new_thread(client, "a"))["id"]
+    sent = (await append(client, thread_id, "b")).json()["messages"][0]
+    assert (await client.delete(f"/api/threads/{thread_id}")).status_code == 200
+    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [sent]})
+    assert thread_id in error_of(again, 404)["message"]
+    error_of(await append(client, thread_id, "c"), 404)
+
+
+async def test_a_thread_made_again_with_auto_checkpoint_gets_its_auto_checkpoints(
+    client: httpx.AsyncClient, store: MemoryStore
+) -> None:
+    await new_thread(client, "old", id="again")
+    await append(client, "again", "old two")
+    assert (await client.delete("/api/threads/again")).status_code == 200
+    await ChatMessageThread.create(TenantStore(store, "acme"), id="again", auto_checkpoint=True)
+    assert (await append(client, "again", "new")).status_code == 201
+    answer = await client.get("/api/threads/again/checkpoints")
+    assert answer.status_code == 200, answer.text
+    assert [c["reason"] for c in answer.json()["checkpoints"]] == ["auto"]
+
+
 async def test_handles_kept_are_bounded_the_least_recently_used_dropped(
     client: httpx.AsyncClient, app: FastAPI, store: MemoryStore
 ) -> None:

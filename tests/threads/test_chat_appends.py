@@ -15,6 +15,7 @@ from agent_threads import (
     MemoryStore,
     Message,
     SQLiteStore,
+    ThreadNotFoundError,
     Usage,
     tool_call,
 )
@@ -121,3 +122,66 @@ async def test_a_stale_handle_never_overwrites_a_thread_created_again_with_its_i
         await stale.on_new_messages([Message.user("late")])
         again = await ChatMessageThread.load("user-42", store=there)
         assert again.title == "new"  # the new thread's own data stays
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
+async def test_a_stale_handle_resends_a_message_a_rollback_elsewhere_took_out(
+    lazy: bool,
+) -> None:
+    store = MemoryStore()
+    first = await ChatMessageThread.create(store)
+    kept, removed = Message.user("kept"), Message.user("removed")
+    await first.on_new_messages([kept, removed])
+    stale = await ChatMessageThread.load(first.id, store=store, lazy=lazy)
+    await first.rollback(message_id=kept.id)
+    await stale.on_new_messages([removed])  # its stale head still holds it: not a duplicate
+    again = await ChatMessageThread.load(stale.id, store=store)
+    assert [m.text for m in await again.get_messages()] == ["kept", "removed"]
+
+
+async def test_a_stale_lazy_handle_resends_a_message_popped_elsewhere() -> None:
+    store = MemoryStore()
+    first = await ChatMessageThread.create(store)
+    last = Message.user("b")
+    await first.on_new_messages([Message.user("a"), last])
+    stale = await ChatMessageThread.load(first.id, store=store, lazy=True)
+    assert await first.pop() == last
+    await stale.on_new_messages([last])
+    assert [m.text for m in await first.get_messages()] == ["a"]
+    await first.refresh()
+    assert [m.text for m in await first.get_messages()] == ["a", "b"]
+
+
+async def test_a_message_still_in_the_thread_is_refused_after_a_stale_handle_reads_again() -> None:
+    store = MemoryStore()
+    stale = await ChatMessageThread.create(store)
+    message = Message.user("once")
+    await stale.on_new_messages([message])
+    other = await ChatMessageThread.load(stale.id, store=store)
+    await other.on_new_messages([Message.user("later")])
+    with pytest.raises(DuplicateMessageError, match=message.id):
+        await stale.on_new_messages([message])
+    await other.refresh()
+    assert [m.text for m in await other.get_messages()] == ["once", "later"]
+
+
+async def test_a_stale_handle_resending_to_a_deleted_thread_finds_it_gone() -> None:
+    store = MemoryStore()
+    stale = await ChatMessageThread.create(store)
+    message = Message.user("once")
+    await stale.on_new_messages([message])
+    await (await ChatMessageThread.load(stale.id, store=store)).delete()
+    with pytest.raises(ThreadNotFoundError, match=stale.id):
+        await stale.on_new_messages([message])
+
+
+@pytest.mark.parametrize("now", [True, False], ids=["auto-now", "auto-before"])
+async def test_a_stale_handle_checkpoints_as_the_thread_made_again_asks(now: bool) -> None:
+    store = MemoryStore()
+    stale = await ChatMessageThread.create(store, id="again", auto_checkpoint=not now)
+    await (await ChatMessageThread.load("again", store=store)).delete()
+    await ChatMessageThread.create(store, id="again", auto_checkpoint=now)
+    await stale.on_new_messages([Message.user("late")])
+    again = await ChatMessageThread.load("again", store=store)
+    assert [c.reason for c in await again.checkpoints()] == (["auto"] if now else [])
+    assert [m.text for m in await again.get_messages()] == ["late"]
