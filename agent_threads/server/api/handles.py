@@ -6,12 +6,14 @@ used dropped). A kept handle appends as it stands while it finds itself up to da
 commit is a compare-and-set of the record it holds (the version, which a thread deleted
 and created again does not repeat: a new record starts at a random version), so when
 anyone else wrote meanwhile the append re-reads the thread and tries again, as after any
-lost race. Then the handle reads the record first (one read instead of a write that
-fails and a back-off) until `TRUSTED_AFTER` appends in a row found that nobody else
-wrote the thread since the one before. So a thread appended through one app costs one
-store write per append; one that several apps or processes append to costs a record
-read and a write, as a fresh lazy handle would (and so do requests appending to one
-thread at once through one app: their appends look like another writer's). Appends to
+lost race (an id the client sent that the handle's head holds is looked up again after
+a re-read: the head may be stale). Then the handle reads the record first (one read
+instead of a write that fails and a back-off) until `TRUSTED_AFTER` appends in a row
+found that nobody else wrote the thread since the one before. So a thread appended
+through one app costs one store write per append; one that several apps or processes
+append to costs a record read and a write, as a fresh lazy handle would (and so do
+requests appending to one thread at once through one app: their appends look like
+another writer's). Appends to
 one thread from several requests queue on one handle (the first kept, if several
 loaded one at once) instead of racing each other through the store.
 """
