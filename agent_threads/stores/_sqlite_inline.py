@@ -44,14 +44,25 @@ class InlineConnection:
     auto-checkpoint would.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, busy_timeout: float) -> None:
+        """Open the connection, waiting up to `busy_timeout` s for a lock while it opens.
+
+        Its first statement reads the schema, which waits for a lock like any read (a
+        connection opening or checkpointing the same file holds one for a moment), so it
+        may block: call it off the event loop. The connection then never waits.
+        """
         # check_same_thread off: the store may be used from one event loop, then from
         # another thread's (one at a time, as its aiosqlite connection already requires)
         self._connection = sqlite3.connect(
-            path, timeout=0, isolation_level=None, check_same_thread=False
+            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
-        self._connection.execute("PRAGMA synchronous = NORMAL")
-        self._connection.execute("PRAGMA wal_autocheckpoint = 0")
+        try:
+            self._connection.execute("PRAGMA synchronous = NORMAL")
+            self._connection.execute("PRAGMA wal_autocheckpoint = 0")
+            self._connection.execute("PRAGMA busy_timeout = 0")
+        except BaseException:
+            self._connection.close()
+            raise
         self._pages = 0
 
     def fetch(self, sql: str, parameters: Sequence[Any]) -> list[Any]:

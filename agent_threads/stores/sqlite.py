@@ -15,6 +15,7 @@ from typing import Any
 
 import aiosqlite
 import anyio
+import anyio.to_thread
 from pydantic import ValidationError
 
 from agent_threads.errors import (
@@ -307,8 +308,12 @@ class SQLiteStore(StoreBase):
             if self._connection is None:
                 connection = await self._connect()
                 try:  # a private database has one connection
-                    private = self._path in ("", ":memory:")
-                    self._inline = None if private else InlineConnection(self._path)
+                    if self._path not in ("", ":memory:"):
+                        self._inline = await anyio.to_thread.run_sync(
+                            functools.partial(
+                                InlineConnection, self._path, busy_timeout=self._busy_timeout
+                            )
+                        )
                 except BaseException:  # open whole or not at all
                     with anyio.CancelScope(shield=True):
                         await connection.close()

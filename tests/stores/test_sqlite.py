@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,12 @@ from agent_threads import (
     StoreUnavailableError,
 )
 from agent_threads.stores import sqlite as sqlite_module
-from agent_threads.stores._sqlite_inline import CHECKPOINT_PAGES, PAGES_PER_WRITE
+from agent_threads.stores._sqlite_inline import (
+    CHECKPOINT_PAGES,
+    PAGES_PER_WRITE,
+    Busy,
+    InlineConnection,
+)
 
 
 def query(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
@@ -417,3 +423,38 @@ async def test_an_upgrade_frees_its_pages_without_rewriting_a_database_in_increm
     assert any(sql.startswith("DROP VIEW commits") for sql in executed)  # it did upgrade
     assert "VACUUM" not in executed
     assert query(path, "PRAGMA freelist_count") == [(0,)]
+
+
+def _held_exclusively(path: str) -> sqlite3.Connection:
+    """A connection holding the file so that nobody may even read it (until it closes)."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")  # readers wait too, even in WAL
+    holder.execute("BEGIN EXCLUSIVE")
+    return holder
+
+
+def test_the_inline_connection_waits_for_a_lock_while_it_opens_and_never_after(
+    tmp_path: Path,
+) -> None:
+    # a store opened while another connection held the file for a moment (as one opening
+    # or checkpointing it does) failed "database is locked": its inline connection's first
+    # statement, which reads the schema, did not wait
+    path = str(tmp_path / "t.db")
+    setup = sqlite3.connect(path, isolation_level=None)
+    setup.execute("PRAGMA journal_mode = WAL")
+    setup.execute("CREATE TABLE t (x)")
+    setup.close()
+    release = threading.Timer(0.2, _held_exclusively(path).close)
+    release.start()
+    inline = InlineConnection(path, busy_timeout=30.0)  # the store's default
+    release.join()
+    assert inline.fetch("SELECT count(*) FROM t", ()) == [(0,)]
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")  # the write lock
+    release = threading.Timer(2.0, writer.close)  # rolls back
+    release.start()
+    with pytest.raises(Busy):  # at once: one that waited would write after the release
+        inline.write("INSERT INTO t (x) VALUES (1)", (), data_bytes=0)
+    release.join()
+    assert inline.fetch("SELECT count(*) FROM t", ()) == [(0,)]
+    inline.close()
