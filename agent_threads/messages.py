@@ -370,16 +370,20 @@ def _share_fields_sets(messages: list[Message]) -> None:
     get, put = _FIELDS_SET.__get__, _FIELDS_SET.__set__
     all_fields = _ALL_FIELDS
     message_fields, usage_fields = all_fields[Message], all_fields[Usage]
+    message_count, usage_count = len(message_fields), len(usage_fields)
     text_fields = all_fields[TextPart]  # the usual part, told apart without a lookup
     for message in messages:
-        if len(get(message)) == len(message_fields):
+        if len(get(message)) == message_count:
             put(message, message_fields)
         for part in message.contents:
-            fields = text_fields if type(part) is TextPart else all_fields[type(part)]
+            if type(part) is TextPart:  # always given both: its tag and its required text
+                put(part, text_fields)
+                continue
+            fields = all_fields[type(part)]
             if len(get(part)) == len(fields):
                 put(part, fields)
         usage = message.usage
-        if usage is not None and len(get(usage)) == len(usage_fields):
+        if usage is not None and len(get(usage)) == usage_count:
             put(usage, usage_fields)
 
 
