@@ -229,9 +229,10 @@ async def test_concurrent_appends_through_one_app_share_one_handle(tmp_path: Pat
         async with anyio.create_task_group() as group:
             for name in "abcd":
                 group.start_soon(writer, name)
-        # at most a load per writer and a read first per append (appends at once through
-        # one app read first); a handle per writer would lose races and re-read after them
-        assert store.records_read - read <= 4 + 40
+        # at most a load per writer: appends at once through one app take turns on one
+        # handle, so none is taken for another writer's (each would read first), and a
+        # handle per writer would lose races and re-read after them
+        assert store.records_read - read <= 4
         assert sorted(await texts(client, thread_id, limit=100)) == sorted(
             f"{name}{i}" for name in "abcd" for i in range(10)
         )

@@ -11,19 +11,19 @@ a re-read: the head may be stale). Then the handle reads the record first (one r
 instead of a write that fails and a back-off) until `TRUSTED_AFTER` appends in a row
 found that nobody else wrote the thread since the one before. So a thread appended
 through one app costs one store write per append; one that several apps or processes
-append to costs a record read and a write, as a fresh lazy handle would (and so do
-requests appending to one thread at once through one app: their appends look like
-another writer's). Appends to
-one thread from several requests queue on one handle (the first kept, if several
-loaded one at once) instead of racing each other through the store.
+append to costs a record read and a write, as a fresh lazy handle would. Requests
+appending to one thread at once through one app take turns on one handle (the first
+kept, if several loaded one at once) instead of racing each other through the store, and
+do not count as another writer.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import anyio
 from fastapi import Request
 
 from agent_threads.errors import ThreadNotFoundError
@@ -61,10 +61,15 @@ guess costs a failed write and a back-off)."""
 
 @dataclass(slots=True)
 class _Kept:
-    """A kept handle, and how many appends in a row found that nobody else wrote."""
+    """A kept handle and how many appends in a row found that nobody else wrote.
+
+    This app's appends to the thread take turns on `turn`, so that none is taken for
+    another writer's.
+    """
 
     handle: ChatMessageThread
     alone: int = TRUSTED_AFTER  # just loaded: as fresh as a read
+    turn: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
 
 
 class KeptHandles:
@@ -105,25 +110,26 @@ class KeptHandles:
         kept.move_to_end(thread_id)
         while len(kept) > self.limit:
             kept.popitem(last=False)
-        try:
-            trusted = entry.alone >= TRUSTED_AFTER
-            held = entry.handle.version
-            if not trusted:
-                await entry.handle.refresh()
-            before = entry.handle.version
-            await writes.append(entry.handle, messages)
-        except ThreadNotFoundError:  # deleted, or a workflow holds the id now
-            if kept.get(thread_id) is entry:
-                del kept[thread_id]
-            raise
-        except BaseException:
-            entry.alone = 0
-            raise
-        # nobody else wrote: the append lost no race (a trusted handle), or the refresh
-        # found no newer record (either may also be another request of this app at once)
-        alone = entry.handle.version == before + 1 if trusted else before == held
-        entry.alone = entry.alone + 1 if alone else 0
-        return entry.handle
+        async with entry.turn:
+            try:
+                trusted = entry.alone >= TRUSTED_AFTER
+                held = entry.handle.version
+                if not trusted:
+                    await entry.handle.refresh()
+                before = entry.handle.version
+                await writes.append(entry.handle, messages)
+            except ThreadNotFoundError:  # deleted, or a workflow holds the id now
+                if kept.get(thread_id) is entry:
+                    del kept[thread_id]
+                raise
+            except BaseException:
+                entry.alone = 0
+                raise
+            # nobody else wrote: the append lost no race (a trusted handle), or the refresh
+            # found no newer record
+            alone = entry.handle.version == before + 1 if trusted else before == held
+            entry.alone = entry.alone + 1 if alone else 0
+            return entry.handle
 
 
 def kept_handles(request: Request) -> KeptHandles:
