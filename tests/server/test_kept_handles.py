@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -31,9 +32,12 @@ async def texts(client: httpx.AsyncClient, thread_id: str, limit: int = 100) -> 
 
 
 async def append(client: httpx.AsyncClient, thread_id: str, *values: str) -> httpx.Response:
-    return await client.post(
-        f"/api/threads/{thread_id}/messages", json={"messages": [text(v) for v in values]}
-    )
+    return await send(client, thread_id, *(text(v) for v in values))
+
+
+async def send(client: httpx.AsyncClient, thread_id: str, *messages: Any) -> httpx.Response:
+    """Append messages given as JSON (as the API answered them: with their ids)."""
+    return await client.post(f"/api/threads/{thread_id}/messages", json={"messages": messages})
 
 
 async def test_an_append_after_another_writer_lands_after_its_messages(
@@ -91,7 +95,7 @@ async def test_a_message_id_already_in_the_thread_is_refused_through_a_kept_hand
 ) -> None:
     thread_id = (await new_thread(client, "a"))["id"]
     kept = (await append(client, thread_id, "b")).json()["messages"][0]
-    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [kept]})
+    again = await send(client, thread_id, kept)
     assert kept["id"] in error_of(again, 409)["message"]
     assert await texts(client, thread_id) == ["a", "b"]
 
@@ -104,7 +108,7 @@ async def test_a_message_a_rollback_took_out_may_be_sent_again_with_its_id(
     removed = (await append(client, thread_id, "c")).json()["messages"][0]
     back = await client.post(f"/api/threads/{thread_id}/rollback", json={"message_id": first["id"]})
     assert back.status_code == 200, back.text
-    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [removed]})
+    again = await send(client, thread_id, removed)
     assert again.status_code == 201, again.text  # the kept handle's stale head held it
     assert await texts(client, thread_id) == ["a", "b", "c"]
 
@@ -116,7 +120,7 @@ async def test_a_message_popped_elsewhere_may_be_sent_again_with_its_id(
     last = (await append(client, thread_id, "b")).json()["messages"][0]
     elsewhere = await ChatMessageThread.load(thread_id, store=TenantStore(store, "acme"))
     assert (await elsewhere.pop()) is not None
-    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [last]})
+    again = await send(client, thread_id, last)
     assert again.status_code == 201, again.text
     assert await texts(client, thread_id) == ["a", "b"]
 
@@ -127,7 +131,7 @@ async def test_sending_again_to_a_thread_deleted_through_the_app_answers_404(
     thread_id = (await new_thread(client, "a"))["id"]
     sent = (await append(client, thread_id, "b")).json()["messages"][0]
     assert (await client.delete(f"/api/threads/{thread_id}")).status_code == 200
-    again = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [sent]})
+    again = await send(client, thread_id, sent)
     assert thread_id in error_of(again, 404)["message"]
     error_of(await append(client, thread_id, "c"), 404)
 
