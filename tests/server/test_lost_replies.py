@@ -46,6 +46,26 @@ async def test_an_append_the_store_did_not_save_is_answered_503_and_kept_out(
     assert again.status_code == 201 and await texts(client, thread_id) == ["a", "b"]
 
 
+async def test_a_resend_whose_check_failed_is_answered_503_not_taken_for_saved(
+    client: httpx.AsyncClient, store: ControlledStore
+) -> None:
+    """The batch's last message is in the thread, but the new one before it is not."""
+    thread_id = (await new_thread(client, "a"))["id"]
+    sent = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": [text("m")]})
+    m = sent.json()["messages"][0]
+    store.fail_reads = 1  # the kept handle's look at the thread, after it finds m in its head
+    answer = await client.post(
+        f"/api/threads/{thread_id}/messages", json={"messages": [text("new"), m]}
+    )
+    error_of(answer, 503)
+    assert await texts(client, thread_id) == ["a", "m"]
+    again = await client.post(
+        f"/api/threads/{thread_id}/messages", json={"messages": [text("new"), m]}
+    )
+    error_of(again, 409)  # m is a duplicate: refused whole, nothing lost or written twice
+    assert await texts(client, thread_id) == ["a", "m"]
+
+
 async def test_a_thread_created_with_messages_saved_before_the_store_failed_is_kept(
     client: httpx.AsyncClient, store: ControlledStore
 ) -> None:

@@ -43,6 +43,7 @@ class ControlledStore(MemoryStore):
 
     `plan` lists the next commits' fates, True to fail (`fail_next_commit` plans one),
     "saved" to commit and then fail as if the reply were lost (`lose_next_reply`).
+    `fail_reads` is how many of the next record reads fail.
     """
 
     def __init__(self) -> None:
@@ -51,6 +52,7 @@ class ControlledStore(MemoryStore):
         self.plan: list[bool | str] = []
         self.gate: anyio.Event | None = None
         self.entered = anyio.Event()
+        self.fail_reads = 0
 
     @property
     def fail_next_commit(self) -> bool:
@@ -62,6 +64,12 @@ class ControlledStore(MemoryStore):
 
     def lose_next_reply(self) -> None:
         self.plan = ["saved"]
+
+    async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
+        if self.fail_reads:
+            self.fail_reads -= 1
+            raise StoreUnavailableError(repr(self), operation="get_record", detail="unplugged")
+        return await super()._do_get_record(kind, record_id)
 
     async def _do_commit(
         self, writes: Sequence[RowWrite], record: Record, *, expected_version: int

@@ -28,19 +28,27 @@ async def append(thread: ChatMessageThread, messages: Sequence[Message]) -> None
     try:
         await thread.on_new_messages(messages)
     except StoreUnavailableError:
-        if not messages or not await _saved(thread, messages[-1]):
+        if not messages or not await _saved(thread, messages):
             raise
 
 
-async def _saved(thread: ChatMessageThread, last: Message) -> bool:
-    """Whether the append ending with `last` is in the thread (all or nothing: one id tells).
+async def _saved(thread: ChatMessageThread, messages: Sequence[Message]) -> bool:
+    """Whether the whole batch is in the thread, in order and back to back.
+
+    Its last message alone does not tell: a batch whose last message was already in the
+    thread (a resend) is refused as a duplicate, unless the store failed while the
+    handle looked again, and then only the last message would be found.
 
     Raises:
         StoreUnavailableError: the store cannot be read either.
     """
     await thread.refresh()
     try:
-        await thread.index_of(last.id)
+        end = await thread.index_of(messages[-1].id) + 1
     except MessageNotFoundError:
         return False
-    return True
+    start = end - len(messages)
+    if start < 0:
+        return False
+    held = await thread.get_messages(start, end)
+    return [m.id for m in held] == [m.id for m in messages]
