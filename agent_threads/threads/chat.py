@@ -628,6 +628,9 @@ class ChatMessageThread(AgentThread):
             mark = self._mark(asked, metadata)
             if mark is not None and not has_log(self.record_data):  # checkpoints of version 1
                 await self._append(batch, rows, policy.start(), None, None)
+                mark = self._mark(asked, metadata)  # "auto" as the thread appended to asks
+                if mark is None:
+                    return None
                 return await save_checkpoint(
                     self,
                     label=mark.label,

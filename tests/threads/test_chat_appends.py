@@ -19,6 +19,7 @@ from agent_threads import (
     Usage,
     tool_call,
 )
+from tests.timetravel.legacy_threads import make_legacy
 
 
 class TaggedMessage(Message):
@@ -185,3 +186,34 @@ async def test_a_stale_handle_checkpoints_as_the_thread_made_again_asks(now: boo
     again = await ChatMessageThread.load("again", store=store)
     assert [c.reason for c in await again.checkpoints()] == (["auto"] if now else [])
     assert [m.text for m in await again.get_messages()] == ["late"]
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
+async def test_a_stale_handle_resending_to_a_thread_made_again_checkpoints_as_it_asks(
+    lazy: bool,
+) -> None:
+    store = MemoryStore()
+    first = await ChatMessageThread.create(store, id="again")
+    message = Message.user("m")
+    await first.on_new_messages([message])
+    stale = await ChatMessageThread.load("again", store=store, lazy=lazy)
+    await first.delete()
+    await ChatMessageThread.create(store, id="again", auto_checkpoint=True)
+    await stale.on_new_messages([message])  # in its stale head: found gone after a re-read
+    again = await ChatMessageThread.load("again", store=store)
+    assert [m.text for m in await again.get_messages()] == ["m"]
+    assert [c.reason for c in await again.checkpoints()] == ["auto"]
+
+
+async def test_a_stale_handle_of_an_old_thread_checkpoints_as_the_thread_made_again_asks() -> None:
+    store = MemoryStore()
+    old = await ChatMessageThread.create(store, id="again", auto_checkpoint=True)
+    await old.on_new_messages([Message.user("a")])
+    await make_legacy(store, old, [])  # as version 0.1 stored it: no checkpoint log
+    stale = await ChatMessageThread.load("again", store=store)
+    await old.delete()
+    await ChatMessageThread.create(store, id="again")  # without auto_checkpoint
+    assert await stale.on_new_messages([Message.user("late")]) is None
+    again = await ChatMessageThread.load("again", store=store)
+    assert [m.text for m in await again.get_messages()] == ["late"]
+    assert await again.checkpoints() == []
