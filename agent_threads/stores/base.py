@@ -55,6 +55,7 @@ from typing import (
 )
 from urllib.parse import urlsplit
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent_threads.core.ids import (
@@ -454,9 +455,10 @@ class StoreBase(ABC):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Release connections and files. Idempotent."""
+        """Release connections and files. Idempotent; completes even when cancelled."""
         try:
-            await self._do_close()
+            with anyio.CancelScope(shield=True):  # a task cancelled on its way out still closes
+                await self._do_close()
         except Exception as exc:
             self._raise_translated(exc, "aclose")
             raise

@@ -309,6 +309,10 @@ class SQLiteStore(StoreBase):
                 connection = await self._connect()
                 try:  # a private database has one connection
                     if self._path not in ("", ":memory:"):
+                        # the worker is not abandoned when the open is cancelled: the open
+                        # completes (after at most the busy timeout, if another connection
+                        # holds a lock), and the cancellation lands on the caller's next
+                        # await, with both connections held here to be closed
                         self._inline = await anyio.to_thread.run_sync(
                             functools.partial(
                                 InlineConnection, self._path, busy_timeout=self._busy_timeout

@@ -6,6 +6,7 @@ import itertools
 import re
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -458,3 +459,30 @@ def test_the_inline_connection_waits_for_a_lock_while_it_opens_and_never_after(
     release.join()
     assert inline.fetch("SELECT count(*) FROM t", ()) == [(0,)]
     inline.close()
+
+
+async def test_a_store_opened_and_cancelled_while_it_opens_closes_what_it_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[InlineConnection] = []
+    closed: list[InlineConnection] = []
+
+    class Slow(InlineConnection):  # as one waiting for a lock another connection holds
+        def __init__(self, path: str, *, busy_timeout: float) -> None:
+            time.sleep(0.3)
+            super().__init__(path, busy_timeout=busy_timeout)
+            made.append(self)
+
+        def close(self) -> None:
+            closed.append(self)
+            super().close()
+
+    monkeypatch.setattr(sqlite_module, "InlineConnection", Slow)
+    store = SQLiteStore(tmp_path / "t.db")
+    with anyio.move_on_after(0.1) as scope:
+        async with store:
+            await anyio.sleep(5)
+    assert scope.cancelled_caught
+    assert len(made) == 1 and closed == made  # closed on the way out, though cancelled
+    with pytest.raises(RuntimeError, match="is not open"):
+        await ChatMessageThread.create(store)
