@@ -625,10 +625,11 @@ class ChatMessageThread(AgentThread):
         policy = self.retry_policy(deadline)
         asked = None if checkpoint is False else _Mark(label, "manual", metadata)
         async with self._lock:
-            mark = self._mark(asked, metadata)
-            if mark is not None and not has_log(self.record_data):  # checkpoints of version 1
+            if not has_log(self.record_data) and self._mark(asked, metadata) is not None:
+                # checkpoints of version 1: recorded after the append, "auto" as the
+                # thread appended to asks (it may be another one with the same id by then)
                 await self._append(batch, rows, policy.start(), None, None)
-                mark = self._mark(asked, metadata)  # "auto" as the thread appended to asks
+                mark = self._mark(asked, metadata)
                 if mark is None:
                     return None
                 return await save_checkpoint(
@@ -638,8 +639,7 @@ class ChatMessageThread(AgentThread):
                     reason=mark.reason,
                     backoff=policy.start(),
                 )
-            auto = metadata if asked is None else None
-            return await self._append(batch, rows, policy.start(), mark, auto)
+            return await self._append(batch, rows, policy.start(), asked, metadata)
 
     def _mark(self, asked: _Mark | None, metadata: dict[str, JsonValue]) -> _Mark | None:
         """The checkpoint an append records: the one asked for, else an "auto" one.
@@ -650,21 +650,32 @@ class ChatMessageThread(AgentThread):
             return _Mark(None, "auto", metadata)
         return asked
 
+    def _fused_mark(
+        self, asked: _Mark | None, metadata: dict[str, JsonValue] | None
+    ) -> _Mark | None:
+        """The checkpoint written with an append, for the thread as this handle read it.
+
+        The one asked for; else, with `metadata` (None: none at all), an "auto" one if
+        the thread has `auto_checkpoint` and a log to hold it.
+        """
+        if asked is not None or metadata is None:
+            return asked
+        return self._mark(None, metadata) if has_log(self.record_data) else None
+
     async def _append(
         self,
         batch: list[Message],
         rows: list[Row],
         backoff: Backoff,
-        mark: _Mark | None,
-        auto: dict[str, JsonValue] | None,
+        asked: _Mark | None,
+        metadata: dict[str, JsonValue] | None,
     ) -> Checkpoint | None:
-        """Write the rows (and the checkpoint's) and publish them in one store write.
+        """Write the rows (and the checkpoint's, see `_fused_mark`) in one store write.
 
         A lost race re-reads the thread and plans again; a position taken while the
         thread did not move holds rows a crash left unpublished, so the next try opens a
-        new segment. `auto` (the metadata) when no checkpoint was asked for: the thread
-        read again decides whether an "auto" one goes with the append (it may be another
-        thread with the same id by then).
+        new segment. Whether an "auto" checkpoint goes with the append is decided again
+        after each re-read (it may be another thread with the same id by then).
 
         The first try looks up only the ids not minted for this very batch (see
         `claim_minted`); one after a lost race looks up all: others wrote meanwhile. An id
@@ -674,6 +685,7 @@ class ChatMessageThread(AgentThread):
         """
         force_new = False
         read = False  # whether the thread was read during this append
+        mark = self._fused_mark(asked, metadata)
         unchecked = [m for m in batch if not claim_minted(m)]
         while True:
             try:
@@ -686,7 +698,7 @@ class ChatMessageThread(AgentThread):
                 await self.refresh_unlocked()  # ThreadNotFoundError if the thread is gone
                 if self._record.version == seen:
                     raise
-                mark = self._mark_again(mark, auto)
+                mark = self._fused_mark(asked, metadata)
                 continue
             plan = await self._plan_append(batch, rows, force_new=force_new)
             stats = self.stats.add(batch)
@@ -717,7 +729,7 @@ class ChatMessageThread(AgentThread):
                 unchecked = batch
                 await self.reread_after_lost_write()
                 read = True
-                mark = self._mark_again(mark, auto)
+                mark = self._fused_mark(asked, metadata)
                 force_new = self._record.version == seen  # unchanged: rows a crash left behind
                 if not force_new:
                     await self._back_off(backoff)
@@ -727,16 +739,6 @@ class ChatMessageThread(AgentThread):
             if made is not None:
                 self.remember(made, self.state)
             return made
-
-    def _mark_again(self, mark: _Mark | None, auto: dict[str, JsonValue] | None) -> _Mark | None:
-        """The append's checkpoint after the thread was read again.
-
-        One asked for stays; an "auto" one goes with the append only if the thread as read
-        has `auto_checkpoint` (and a log to hold it).
-        """
-        if auto is None:
-            return mark
-        return self._mark(None, auto) if has_log(self.record_data) else None
 
     async def _back_off(self, backoff: Backoff) -> None:
         if not await backoff.wait():
