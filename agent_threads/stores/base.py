@@ -55,7 +55,6 @@ from typing import (
 )
 from urllib.parse import urlsplit
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent_threads.core.ids import (
@@ -455,10 +454,9 @@ class StoreBase(ABC):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Release connections and files. Idempotent; completes even when cancelled."""
+        """Release connections and files. Idempotent."""
         try:
-            with anyio.CancelScope(shield=True):  # a task cancelled on its way out still closes
-                await self._do_close()
+            await self._do_close()
         except Exception as exc:
             self._raise_translated(exc, "aclose")
             raise

@@ -325,18 +325,20 @@ class SQLiteStore(StoreBase):
                 self._connection = connection
 
     async def _do_close(self) -> None:
-        async with self._lock:
-            if self._inline is not None:  # first: the last connection closed checkpoints
-                inline, self._inline = self._inline, None
-                if inline.written and self._connection is not None:
-                    # another connection may stay open (a service while commands come
-                    # and go): only a checkpoint keeps the WAL from growing
-                    with anyio.CancelScope(shield=True):
+        # shielded whole: a task cancelled on its way out (an anyio cancel scope, as
+        # `move_on_after` around `async with store`) still closes both connections; each
+        # wait here is bounded (the lock by the busy timeout of what holds it)
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                if self._inline is not None:  # first: the last connection closed checkpoints
+                    inline, self._inline = self._inline, None
+                    if inline.written and self._connection is not None:
+                        # another connection may stay open (a service while commands
+                        # come and go): only a checkpoint keeps the WAL from growing
                         await _checkpoint_wal(self._connection)
-                inline.close()
-            if self._connection is not None:
-                connection, self._connection = self._connection, None
-                with anyio.CancelScope(shield=True):
+                    inline.close()
+                if self._connection is not None:
+                    connection, self._connection = self._connection, None
                     await connection.close()
 
     async def _connect(self) -> aiosqlite.Connection:

@@ -12,6 +12,7 @@ from typing import Any
 
 import aiosqlite
 import anyio
+import anyio.from_thread
 import pytest
 
 from agent_threads import (
@@ -466,10 +467,12 @@ async def test_a_store_opened_and_cancelled_while_it_opens_closes_what_it_opened
 ) -> None:
     made: list[InlineConnection] = []
     closed: list[InlineConnection] = []
+    scope = anyio.CancelScope()
 
     class Slow(InlineConnection):  # as one waiting for a lock another connection holds
         def __init__(self, path: str, *, busy_timeout: float) -> None:
-            time.sleep(0.3)
+            anyio.from_thread.run_sync(scope.cancel)  # cancelled while it opens
+            time.sleep(0.1)
             super().__init__(path, busy_timeout=busy_timeout)
             made.append(self)
 
@@ -479,7 +482,7 @@ async def test_a_store_opened_and_cancelled_while_it_opens_closes_what_it_opened
 
     monkeypatch.setattr(sqlite_module, "InlineConnection", Slow)
     store = SQLiteStore(tmp_path / "t.db")
-    with anyio.move_on_after(0.1) as scope:
+    with scope:
         async with store:
             await anyio.sleep(5)
     assert scope.cancelled_caught
