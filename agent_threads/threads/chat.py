@@ -625,7 +625,7 @@ class ChatMessageThread(AgentThread):
         policy = self.retry_policy(deadline)
         asked = None if checkpoint is False else _Mark(label, "manual", metadata)
         async with self._lock:
-            if not has_log(self.record_data) and self._mark(asked, metadata) is not None:
+            if self._mark(asked, metadata) is not None and not has_log(self.record_data):
                 # checkpoints of version 1: recorded after the append, "auto" as the
                 # thread appended to asks (it may be another one with the same id by then)
                 await self._append(batch, rows, policy.start(), None, None)
@@ -660,7 +660,8 @@ class ChatMessageThread(AgentThread):
         """
         if asked is not None or metadata is None:
             return asked
-        return self._mark(None, metadata) if has_log(self.record_data) else None
+        auto = self._mark(None, metadata)  # None for the usual thread: no log to look at
+        return auto if auto is not None and has_log(self.record_data) else None
 
     async def _append(
         self,
