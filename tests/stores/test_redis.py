@@ -192,6 +192,10 @@ class ReplyDroppingProxy:
     Once a request containing `marker` passes, replies are dropped: the server has
     run the command, its client waits for an answer. The test then cuts the proxy's
     upstream connection with CLIENT KILL, as a network failure or an operator would.
+
+    It can also answer EVALSHA itself with NOSCRIPT (`forget_scripts`), as a server whose
+    script cache was flushed would, without flushing the shared server's cache (another
+    test's store would load its script again meanwhile).
     """
 
     def __init__(self, group: TaskGroup, target: tuple[str, int]) -> None:
@@ -202,6 +206,7 @@ class ReplyDroppingProxy:
         self.upstream_address = ""
         self.port = 0
         self.requests = bytearray()  # every byte sent to the server
+        self.forget_scripts = 0  # EVALSHA calls still to answer with NOSCRIPT here
 
     async def start(self) -> None:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
@@ -223,6 +228,10 @@ class ReplyDroppingProxy:
     async def _requests(self, client: SocketStream, upstream: SocketStream) -> None:
         async for chunk in client:
             self.requests += chunk
+            if self.forget_scripts and b"EVALSHA" in chunk.upper():
+                self.forget_scripts -= 1  # the client waits for this answer alone
+                await client.send(b"-NOSCRIPT No matching script. Please use EVAL.\r\n")
+                continue
             if self.marker is not None and self.marker in chunk and not self.upstream_address:
                 address = upstream.extra(SocketAttribute.local_address)
                 assert isinstance(address, tuple)
@@ -260,7 +269,7 @@ async def test_a_commit_is_one_script_called_by_its_digest_loaded_again_if_flush
             )
             sent = bytes(proxy.requests).upper()
             assert (sent.count(b"EVALSHA"), sent.count(b"SCRIPT"), sent.count(b"HSET")) == (1, 0, 0)
-            await admin.script_flush()  # a restarted server, say: the script is loaded again
+            proxy.forget_scripts = 1  # a restarted server, say: the script is loaded again
             proxy.requests.clear()
             await watched.commit(
                 [RowWrite("s1", 2, [Row("m1", "{}")])], record, expected_version=first.version + 1
