@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -279,7 +280,8 @@ class SQLiteStore(StoreBase):
     rows) run on the event loop's thread through a second connection that never waits
     (`InlineConnection`): an aiosqlite round trip costs more than their SQL. One that
     would wait for the write lock, and every long one, goes through aiosqlite's thread;
-    so does the WAL checkpoint, as often as SQLite's auto-checkpoint would run it.
+    so does the WAL checkpoint, as often as SQLite's auto-checkpoint would run it, while
+    the appends that made it due go on.
 
     `SQLiteStore(":memory:")` keeps a private in-memory database (one connection, every
     statement through aiosqlite). aiosqlite runs on asyncio, so this store needs the
@@ -294,6 +296,8 @@ class SQLiteStore(StoreBase):
         self._lock = _connection_lock()
         self._connection: aiosqlite.Connection | None = None
         self._inline: InlineConnection | None = None
+        self._checkpoints: set[asyncio.Task[None]] = set()  # WAL checkpoints under way
+        self._wal_behind = False  # the last one ran beside writes: the WAL did not start over
 
     @property
     def path(self) -> str:
@@ -453,7 +457,9 @@ class SQLiteStore(StoreBase):
         async with self._statement() as connection:
             return list(await connection.execute_fetchall(sql, parameters))
 
-    async def _write(self, sql: str, parameters: Sequence[Any], *, data_bytes: int) -> None:
+    async def _write(
+        self, sql: str, parameters: Sequence[Any], *, chunks: int, data_bytes: int
+    ) -> None:
         """Run one writing statement (its own transaction): inline unless large or busy.
 
         A checkpoint before the statement, as `_query`: a cancellation there writes
@@ -464,7 +470,7 @@ class SQLiteStore(StoreBase):
             inline = self._inline  # closed meanwhile: `_statement` says so
             if inline is not None:
                 try:
-                    inline.write(sql, parameters, data_bytes=data_bytes)
+                    inline.write(sql, parameters, chunks=chunks, data_bytes=data_bytes)
                 except Busy:
                     pass  # another writer holds the lock: wait for it off the event loop
                 else:
@@ -479,14 +485,33 @@ class SQLiteStore(StoreBase):
         After a write that committed, so never cancelled (the caller must not be told it
         failed) and never waiting behind another operation (then a later write does it).
         Passive and best effort, as SQLite's auto-checkpoint.
+
+        Its page copies and syncs take milliseconds, so it runs in a task of its own and
+        the write returns at once: a passive checkpoint blocks no reader nor writer (an
+        operation that needs aiosqlite's connection waits for it, as for any other). But
+        SQLite starts the WAL over only after a checkpoint that copied all of it: if this
+        connection wrote meanwhile, the next one is awaited by its write (nothing writes
+        during it), so a steady stream of appends never grows the WAL past twice what
+        SQLite's auto-checkpoint lets it hold.
         """
-        connection = self._connection
-        if not inline.checkpoint_due or connection is None or self._lock.locked():
+        if not inline.checkpoint_due or self._connection is None or self._lock.locked():
             return
         inline.checkpointed()
-        with anyio.CancelScope(shield=True):
-            async with self._lock:
-                await _checkpoint_wal(connection)
+        if self._wal_behind:
+            self._wal_behind = False
+            with anyio.CancelScope(shield=True):
+                await self._checkpoint_wal_now()
+            return
+        task = asyncio.get_running_loop().create_task(self._checkpoint_wal_now(inline))
+        self._checkpoints.add(task)  # a reference, so the task is not collected as it runs
+        task.add_done_callback(self._checkpoints.discard)
+
+    async def _checkpoint_wal_now(self, inline: InlineConnection | None = None) -> None:
+        """A passive checkpoint; with `inline`, noting whether it wrote meanwhile."""
+        async with self._lock:
+            if self._connection is not None:  # closed meanwhile: the close checkpointed
+                await _checkpoint_wal(self._connection)
+                self._wal_behind = inline is not None and inline.written
 
     # -- records --------------------------------------------------------------------
 
@@ -547,7 +572,12 @@ class SQLiteStore(StoreBase):
         try:
             if 0 < len(chunks) <= _CHUNKS_PER_STATEMENT:
                 size = sum(_size(chunk[4]) for chunk in chunks)
-                await self._write(_append_statement(len(chunks)), _flat(chunks), data_bytes=size)
+                await self._write(
+                    _append_statement(len(chunks)),
+                    _flat(chunks),
+                    chunks=len(chunks),
+                    data_bytes=size,
+                )
             else:
                 await self._append_chunks(segment_id, chunks)
         except sqlite3.IntegrityError as exc:
@@ -604,7 +634,12 @@ class SQLiteStore(StoreBase):
         try:
             if len(values) <= _ROWS_PER_COMMIT:
                 size = _size(body) + sum(_size(value[4]) for value in values[:-1])
-                await self._write(_commit_statement(len(values)), _flat(values), data_bytes=size)
+                await self._write(
+                    _commit_statement(len(values)),
+                    _flat(values),
+                    chunks=len(values) - 1,
+                    data_bytes=size,
+                )
             else:
                 async with self._transaction() as connection:
                     await connection.executemany(_COMMIT, values)

@@ -30,6 +30,7 @@ from agent_threads import (
 from agent_threads.stores import sqlite as sqlite_module
 from agent_threads.stores._sqlite_inline import (
     CHECKPOINT_PAGES,
+    PAGES_PER_CHUNK,
     PAGES_PER_WRITE,
     Busy,
     InlineConnection,
@@ -226,6 +227,30 @@ async def test_the_wal_is_checkpointed_while_appends_run_on_the_event_loop(
     assert query(path, "SELECT count(*) FROM chunks") == [(2_000,)]
 
 
+async def test_an_append_does_not_wait_for_the_wal_checkpoint_it_made_due(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release, started, finished = anyio.Event(), list[int](), list[bool]()
+
+    async def slow_checkpoint(connection: object) -> None:
+        started.append(len(finished))
+        with anyio.move_on_after(2):  # a checkpoint syncing a slow disk
+            await release.wait()
+        finished.append(True)
+
+    monkeypatch.setattr(sqlite_module, "_checkpoint_wal", slow_checkpoint)
+    path = tmp_path / "threads.db"
+    async with SQLiteStore(path) as store:
+        thread = await ChatMessageThread.create(store)
+        due = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
+        for i in range(2 * due):
+            await thread.on_new_messages([Message.user(f"m{i}")])
+        assert (started, finished) == ([0], [])  # the appends went on while it ran
+        release.set()  # the close waits for it, then checkpoints what was written since
+    assert len(finished) == len(started) == 2
+    assert query(path, "SELECT count(*) FROM chunks") == [(2 * due,)]
+
+
 async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "threads.db") as store:
         thread = await ChatMessageThread.create(store)
@@ -296,7 +321,8 @@ async def test_an_append_cut_short_by_a_deadline_is_stored_only_if_it_returned(
     async with SQLiteStore(tmp_path / "threads.db") as store:
         long = [Row(f"long{i}", '"' + "x" * 500 + '"') for i in range(20_000)]
         await store.append_rows("long", 0, long)  # ~10 MB: through aiosqlite's thread
-        due = -(-CHECKPOINT_PAGES // PAGES_PER_WRITE)  # small writes until a checkpoint
+        per_write = PAGES_PER_WRITE + PAGES_PER_CHUNK  # a small write: one chunk
+        due = -(-CHECKPOINT_PAGES // per_write)  # small writes until a checkpoint
         for i in range(due - 5):
             await store.append_rows("seg", i, [Row(f"m{i}", '"x"')])
         appended: list[int] = []
@@ -456,7 +482,7 @@ def test_the_inline_connection_waits_for_a_lock_while_it_opens_and_never_after(
     release = threading.Timer(2.0, writer.close)  # rolls back
     release.start()
     with pytest.raises(Busy):  # at once: one that waited would write after the release
-        inline.write("INSERT INTO t (x) VALUES (1)", (), data_bytes=0)
+        inline.write("INSERT INTO t (x) VALUES (1)", (), chunks=0, data_bytes=0)
     release.join()
     assert inline.fetch("SELECT count(*) FROM t", ()) == [(0,)]
     inline.close()
