@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
 import math
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -296,7 +296,7 @@ class SQLiteStore(StoreBase):
         self._lock = _connection_lock()
         self._connection: aiosqlite.Connection | None = None
         self._inline: InlineConnection | None = None
-        self._checkpoints: set[asyncio.Task[None]] = set()  # WAL checkpoints under way
+        self._checkpointer: threading.Thread | None = None  # its last WAL checkpoint
         self._wal_behind = False  # the last one ran beside writes: the WAL did not start over
 
     @property
@@ -333,6 +333,9 @@ class SQLiteStore(StoreBase):
         # `move_on_after` around `async with store`) still closes both connections; each
         # wait here is bounded (the lock by the busy timeout of what holds it)
         with anyio.CancelScope(shield=True):
+            checkpointer = self._checkpointer
+            if checkpointer is not None:  # its connection is not left open (a passive
+                await anyio.to_thread.run_sync(checkpointer.join)  # checkpoint: bounded)
             async with self._lock:
                 if self._inline is not None:  # first: the last connection closed checkpoints
                     inline, self._inline = self._inline, None
@@ -480,38 +483,48 @@ class SQLiteStore(StoreBase):
             await connection.execute(sql, parameters)
 
     async def _checkpoint_if_due(self, inline: InlineConnection) -> None:
-        """Copy the WAL back into the database on aiosqlite's thread, as SQLite would.
+        """Copy the WAL back into the database off the event loop, as SQLite would.
 
         After a write that committed, so never cancelled (the caller must not be told it
-        failed) and never waiting behind another operation (then a later write does it).
-        Passive and best effort, as SQLite's auto-checkpoint.
+        failed). Passive and best effort, as SQLite's auto-checkpoint.
 
-        Its page copies and syncs take milliseconds, so it runs in a task of its own and
-        the write returns at once: a passive checkpoint blocks no reader nor writer (an
-        operation that needs aiosqlite's connection waits for it, as for any other). But
-        SQLite starts the WAL over only after a checkpoint that copied all of it: if this
-        connection wrote meanwhile, the next one is awaited by its write (nothing writes
-        during it), so a steady stream of appends never grows the WAL past twice what
-        SQLite's auto-checkpoint lets it hold.
+        Its page copies and syncs take milliseconds, so it runs on a thread of its own,
+        through a connection of its own, and the write returns at once: a passive
+        checkpoint blocks no reader nor writer, and nothing on the event loop waits for
+        it or is called back by it (an event loop may end while it runs). But SQLite
+        starts the WAL over only after a checkpoint that copied all of it: if this
+        connection wrote meanwhile, the next one runs through aiosqlite's connection,
+        awaited by its write (nothing writes during it), so a steady stream of appends
+        never grows the WAL past about twice what SQLite's auto-checkpoint lets it hold.
         """
-        if not inline.checkpoint_due or self._connection is None or self._lock.locked():
+        if not inline.checkpoint_due or self._connection is None or self._checkpointing():
             return
-        inline.checkpointed()
         if self._wal_behind:
+            if self._lock.locked():  # never waiting behind another operation: a later write
+                return
+            inline.checkpointed()
             self._wal_behind = False
             with anyio.CancelScope(shield=True):
-                await self._checkpoint_wal_now()
+                async with self._lock:
+                    if self._connection is not None:
+                        await _checkpoint_wal(self._connection)
             return
-        task = asyncio.get_running_loop().create_task(self._checkpoint_wal_now(inline))
-        self._checkpoints.add(task)  # a reference, so the task is not collected as it runs
-        task.add_done_callback(self._checkpoints.discard)
+        inline.checkpointed()
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_apart,
+            args=(inline,),
+            name=f"checkpoint {self._path}",
+            daemon=True,  # a passive checkpoint cut short by the process's exit is harmless
+        )
+        self._checkpointer.start()
 
-    async def _checkpoint_wal_now(self, inline: InlineConnection | None = None) -> None:
-        """A passive checkpoint; with `inline`, noting whether it wrote meanwhile."""
-        async with self._lock:
-            if self._connection is not None:  # closed meanwhile: the close checkpointed
-                await _checkpoint_wal(self._connection)
-                self._wal_behind = inline is not None and inline.written
+    def _checkpointing(self) -> bool:
+        return self._checkpointer is not None and self._checkpointer.is_alive()
+
+    def _checkpoint_apart(self, inline: InlineConnection) -> None:
+        """A passive checkpoint on this thread; then whether `inline` wrote meanwhile."""
+        _checkpoint_file(self._path, self._busy_timeout)
+        self._wal_behind = inline.written
 
     # -- records --------------------------------------------------------------------
 
@@ -862,6 +875,17 @@ def _connection_lock() -> anyio.Lock:
     every holder awaits the database anyway, and an append takes it twice.
     """
     return anyio.Lock(fast_acquire=True)
+
+
+def _checkpoint_file(path: str, busy_timeout: float) -> None:
+    """A passive WAL checkpoint through a connection of its own, best effort (blocking)."""
+    with contextlib.suppress(sqlite3.Error):
+        connection = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+        try:
+            connection.execute("PRAGMA synchronous = NORMAL")  # as the store's own
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            connection.close()  # never the last one (the store's stay open): the WAL stays
 
 
 async def _checkpoint_wal(connection: aiosqlite.Connection) -> None:

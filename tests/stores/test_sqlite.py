@@ -230,25 +230,65 @@ async def test_the_wal_is_checkpointed_while_appends_run_on_the_event_loop(
 async def test_an_append_does_not_wait_for_the_wal_checkpoint_it_made_due(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    release, started, finished = anyio.Event(), list[int](), list[bool]()
+    release, started, finished = threading.Event(), list[str](), list[str]()
+    checkpoint_file = sqlite_module._checkpoint_file
 
-    async def slow_checkpoint(connection: object) -> None:
-        started.append(len(finished))
-        with anyio.move_on_after(2):  # a checkpoint syncing a slow disk
-            await release.wait()
-        finished.append(True)
+    def slow_checkpoint(path: str, busy_timeout: float) -> None:
+        started.append(path)
+        release.wait(2)  # a checkpoint syncing a slow disk
+        checkpoint_file(path, busy_timeout)
+        finished.append(path)
 
-    monkeypatch.setattr(sqlite_module, "_checkpoint_wal", slow_checkpoint)
+    monkeypatch.setattr(sqlite_module, "_checkpoint_file", slow_checkpoint)
     path = tmp_path / "threads.db"
     async with SQLiteStore(path) as store:
         thread = await ChatMessageThread.create(store)
         due = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
         for i in range(2 * due):
             await thread.on_new_messages([Message.user(f"m{i}")])
-        assert (started, finished) == ([0], [])  # the appends went on while it ran
-        release.set()  # the close waits for it, then checkpoints what was written since
-    assert len(finished) == len(started) == 2
+        assert (started, finished) == ([str(path)], [])  # the appends went on while it ran
+        release.set()
+    assert finished == [str(path)]  # the close waited for it
     assert query(path, "SELECT count(*) FROM chunks") == [(2 * due,)]
+
+
+async def test_an_event_loop_may_end_while_a_wal_checkpoint_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store is used from one event loop, then another (one at a time)."""
+    release = threading.Event()
+    checkpoint_file = sqlite_module._checkpoint_file
+
+    def slow_checkpoint(path: str, busy_timeout: float) -> None:
+        release.wait(2)
+        checkpoint_file(path, busy_timeout)
+
+    monkeypatch.setattr(sqlite_module, "_checkpoint_file", slow_checkpoint)
+    path = tmp_path / "threads.db"
+    store = SQLiteStore(path)
+    due = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
+
+    async def first() -> str:
+        await store.__aenter__()
+        thread = await ChatMessageThread.create(store)
+        for i in range(due + 1):
+            await thread.on_new_messages([Message.user(f"m{i}")])
+        return thread.id
+
+    async def second(thread_id: str) -> list[str]:
+        with anyio.fail_after(10):
+            release.set()
+            thread = await ChatMessageThread.load(thread_id, store=store)
+            for i in range(due + 1, 2 * due):
+                await thread.on_new_messages([Message.user(f"m{i}")])
+            await store.aclose()
+        async with SQLiteStore(path) as again:
+            loaded = await ChatMessageThread.load(thread_id, store=again)
+            return [m.text or "" for m in loaded.messages]
+
+    with anyio.from_thread.start_blocking_portal() as portal:  # an event loop that ends
+        thread_id = portal.call(first)
+    assert await second(thread_id) == [f"m{i}" for i in range(2 * due)]
 
 
 async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
