@@ -235,7 +235,7 @@ async def test_an_append_does_not_wait_for_the_wal_checkpoint_it_made_due(
 
     def slow_checkpoint(path: str, busy_timeout: float) -> None:
         started.append(path)
-        release.wait(2)  # a checkpoint syncing a slow disk
+        release.wait(10)  # a checkpoint syncing a slow disk
         checkpoint_file(path, busy_timeout)
         finished.append(path)
 
@@ -260,7 +260,7 @@ async def test_an_event_loop_may_end_while_a_wal_checkpoint_runs(
     checkpoint_file = sqlite_module._checkpoint_file
 
     def slow_checkpoint(path: str, busy_timeout: float) -> None:
-        release.wait(2)
+        release.wait(10)
         checkpoint_file(path, busy_timeout)
 
     monkeypatch.setattr(sqlite_module, "_checkpoint_file", slow_checkpoint)
