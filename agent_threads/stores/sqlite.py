@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
@@ -149,6 +150,9 @@ It bounds what reading one row costs: the whole chunk holding it is read.
 """
 
 _BASE = f"(SELECT id * {POSITIONS} AS base FROM segments WHERE name = ?)"
+
+_RESTART_WAIT = 1.0
+"""Seconds a WAL checkpoint that starts the WAL over waits for readers and writers."""
 
 _INCREMENTAL = 2
 """`PRAGMA auto_vacuum`'s answer for incremental auto-vacuum."""
@@ -297,7 +301,10 @@ class SQLiteStore(StoreBase):
         self._connection: aiosqlite.Connection | None = None
         self._inline: InlineConnection | None = None
         self._checkpointer: threading.Thread | None = None  # its last WAL checkpoint
-        self._wal_behind = False  # the last one ran beside writes: the WAL did not start over
+        self._closing = False  # no checkpoint starts while the store closes
+        # the file for the checkpoint's own connection (absolute: the working directory
+        # may change), opened read-write only
+        self._file_uri = f"{Path(self._path).resolve().as_uri()}?mode=rw"
 
     @property
     def path(self) -> str:
@@ -333,20 +340,27 @@ class SQLiteStore(StoreBase):
         # `move_on_after` around `async with store`) still closes both connections; each
         # wait here is bounded (the lock by the busy timeout of what holds it)
         with anyio.CancelScope(shield=True):
-            checkpointer = self._checkpointer
-            if checkpointer is not None:  # its connection is not left open (a passive
-                await anyio.to_thread.run_sync(checkpointer.join)  # checkpoint: bounded)
-            async with self._lock:
-                if self._inline is not None:  # first: the last connection closed checkpoints
-                    inline, self._inline = self._inline, None
-                    if inline.written and self._connection is not None:
-                        # another connection may stay open (a service while commands
-                        # come and go): only a checkpoint keeps the WAL from growing
-                        await _checkpoint_wal(self._connection)
-                    inline.close()
-                if self._connection is not None:
-                    connection, self._connection = self._connection, None
-                    await connection.close()
+            self._closing = True
+            try:
+                await self._close_connections()
+            finally:
+                self._closing = False
+
+    async def _close_connections(self) -> None:
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None and checkpointer.is_alive():
+            await anyio.to_thread.run_sync(checkpointer.join)  # bounded: see _checkpoint_file
+        async with self._lock:
+            if self._inline is not None:  # first: the last connection closed checkpoints
+                inline, self._inline = self._inline, None
+                if inline.written and self._connection is not None:
+                    # another connection may stay open (a service while commands
+                    # come and go): only a checkpoint keeps the WAL from growing
+                    await _checkpoint_wal(self._connection)
+                inline.close()
+            if self._connection is not None:
+                connection, self._connection = self._connection, None
+                await connection.close()
 
     async def _connect(self) -> aiosqlite.Connection:
         connection = await aiosqlite.connect(
@@ -477,54 +491,36 @@ class SQLiteStore(StoreBase):
                 except Busy:
                     pass  # another writer holds the lock: wait for it off the event loop
                 else:
-                    await self._checkpoint_if_due(inline)
+                    self._checkpoint_if_due(inline)
                     return
         async with self._statement() as connection:
             await connection.execute(sql, parameters)
 
-    async def _checkpoint_if_due(self, inline: InlineConnection) -> None:
+    def _checkpoint_if_due(self, inline: InlineConnection) -> None:
         """Copy the WAL back into the database off the event loop, as SQLite would.
 
-        After a write that committed, so never cancelled (the caller must not be told it
-        failed). Passive and best effort, as SQLite's auto-checkpoint.
-
-        Its page copies and syncs take milliseconds, so it runs on a thread of its own,
-        through a connection of its own, and the write returns at once: a passive
-        checkpoint blocks no reader nor writer, and nothing on the event loop waits for
-        it or is called back by it (an event loop may end while it runs). But SQLite
-        starts the WAL over only after a checkpoint that copied all of it: if this
-        connection wrote meanwhile, the next one runs through aiosqlite's connection,
-        awaited by its write (nothing writes during it), so a steady stream of appends
-        never grows the WAL past about twice what SQLite's auto-checkpoint lets it hold.
+        After a write that committed (it never fails that write: best effort, as
+        SQLite's auto-checkpoint). Its page copies and syncs take milliseconds, so it
+        runs on a thread of its own, through a connection of its own, and the write
+        returns at once: nothing on the event loop waits for it or is called back by it
+        (an event loop may end while it runs). See `_checkpoint_file`.
         """
-        if not inline.checkpoint_due or self._connection is None or self._checkpointing():
+        if not inline.checkpoint_due or self._closing:
             return
-        if self._wal_behind:
-            if self._lock.locked():  # never waiting behind another operation: a later write
-                return
-            inline.checkpointed()
-            self._wal_behind = False
-            with anyio.CancelScope(shield=True):
-                async with self._lock:
-                    if self._connection is not None:
-                        await _checkpoint_wal(self._connection)
-            return
+        if self._checkpointer is not None and self._checkpointer.is_alive():
+            return  # a later write starts the next one
         inline.checkpointed()
-        self._checkpointer = threading.Thread(
-            target=self._checkpoint_apart,
-            args=(inline,),
+        checkpointer = threading.Thread(
+            target=_checkpoint_file,
+            args=(self._file_uri,),
             name=f"checkpoint {self._path}",
-            daemon=True,  # a passive checkpoint cut short by the process's exit is harmless
+            daemon=True,  # a checkpoint cut short by the process's exit is harmless
         )
-        self._checkpointer.start()
-
-    def _checkpointing(self) -> bool:
-        return self._checkpointer is not None and self._checkpointer.is_alive()
-
-    def _checkpoint_apart(self, inline: InlineConnection) -> None:
-        """A passive checkpoint on this thread; then whether `inline` wrote meanwhile."""
-        _checkpoint_file(self._path, self._busy_timeout)
-        self._wal_behind = inline.written
+        try:
+            checkpointer.start()
+        except RuntimeError:  # no thread to be had now: a later write tries again
+            return
+        self._checkpointer = checkpointer
 
     # -- records --------------------------------------------------------------------
 
@@ -877,15 +873,28 @@ def _connection_lock() -> anyio.Lock:
     return anyio.Lock(fast_acquire=True)
 
 
-def _checkpoint_file(path: str, busy_timeout: float) -> None:
-    """A passive WAL checkpoint through a connection of its own, best effort (blocking)."""
-    with contextlib.suppress(sqlite3.Error):
-        connection = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+def _checkpoint_file(uri: str) -> None:
+    """Checkpoint the WAL through a connection of its own, best effort (on its own thread).
+
+    A passive checkpoint first: it waits for no reader nor writer, which keep going
+    while it copies. But SQLite starts the WAL over only after a checkpoint that copied
+    all of it, and writers going on meanwhile (other tasks, other stores, other
+    processes) would leave some behind every time, the WAL growing without end: so a
+    RESTART one follows, which holds writers back while it copies what is left (the
+    store's inline writes then go through aiosqlite's thread, which waits for it) and
+    lets the next write start the WAL over. It waits at most `_RESTART_WAIT` s for a
+    reader or writer in its way, then gives up (a later one tries again).
+    """
+    with contextlib.suppress(Exception):
+        # mode=rw: never creates the file (the store may be gone by now)
+        connection = sqlite3.connect(uri, uri=True, timeout=_RESTART_WAIT, isolation_level=None)
         try:
             connection.execute("PRAGMA synchronous = NORMAL")  # as the store's own
-            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            busy, _, _ = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if not busy:  # not another connection's checkpoint under way
+                connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
         finally:
-            connection.close()  # never the last one (the store's stay open): the WAL stays
+            connection.close()
 
 
 async def _checkpoint_wal(connection: aiosqlite.Connection) -> None:
