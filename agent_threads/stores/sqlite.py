@@ -283,9 +283,9 @@ class SQLiteStore(StoreBase):
     Short statements (an append's commit, a record read, an id lookup, a read of a few
     rows) run on the event loop's thread through a second connection that never waits
     (`InlineConnection`): an aiosqlite round trip costs more than their SQL. One that
-    would wait for the write lock, and every long one, goes through aiosqlite's thread;
-    so does the WAL checkpoint, as often as SQLite's auto-checkpoint would run it, while
-    the appends that made it due go on.
+    would wait for the write lock, and every long one, goes through aiosqlite's thread.
+    The WAL checkpoint, as often as SQLite's auto-checkpoint would run it, runs on a
+    thread of its own while the appends that made it due go on.
 
     `SQLiteStore(":memory:")` keeps a private in-memory database (one connection, every
     statement through aiosqlite). aiosqlite runs on asyncio, so this store needs the
