@@ -301,7 +301,6 @@ class SQLiteStore(StoreBase):
         self._connection: aiosqlite.Connection | None = None
         self._inline: InlineConnection | None = None
         self._checkpointer: threading.Thread | None = None  # its last WAL checkpoint
-        self._closing = False  # no checkpoint starts while the store closes
         # the file for the checkpoint's own connection (absolute: the working directory
         # may change), opened read-write only
         self._file_uri = f"{Path(self._path).resolve().as_uri()}?mode=rw"
@@ -340,27 +339,22 @@ class SQLiteStore(StoreBase):
         # `move_on_after` around `async with store`) still closes both connections; each
         # wait here is bounded (the lock by the busy timeout of what holds it)
         with anyio.CancelScope(shield=True):
-            self._closing = True
-            try:
-                await self._close_connections()
-            finally:
-                self._closing = False
-
-    async def _close_connections(self) -> None:
-        checkpointer, self._checkpointer = self._checkpointer, None
-        if checkpointer is not None and checkpointer.is_alive():
-            await anyio.to_thread.run_sync(checkpointer.join)  # bounded: see _checkpoint_file
-        async with self._lock:
-            if self._inline is not None:  # first: the last connection closed checkpoints
+            async with self._lock:
+                # no write runs inline from here on, so none starts a WAL checkpoint
                 inline, self._inline = self._inline, None
-                if inline.written and self._connection is not None:
-                    # another connection may stay open (a service while commands
-                    # come and go): only a checkpoint keeps the WAL from growing
-                    await _checkpoint_wal(self._connection)
-                inline.close()
-            if self._connection is not None:
-                connection, self._connection = self._connection, None
-                await connection.close()
+                checkpointer, self._checkpointer = self._checkpointer, None
+                if checkpointer is not None and checkpointer.is_alive():
+                    # its connection is closed first (bounded: see `_checkpoint_file`)
+                    await anyio.to_thread.run_sync(checkpointer.join)
+                if inline is not None:  # first: the last connection closed checkpoints
+                    if inline.written and self._connection is not None:
+                        # another connection may stay open (a service while commands
+                        # come and go): only a checkpoint keeps the WAL from growing
+                        await _checkpoint_wal(self._connection)
+                    inline.close()
+                if self._connection is not None:
+                    connection, self._connection = self._connection, None
+                    await connection.close()
 
     async def _connect(self) -> aiosqlite.Connection:
         connection = await aiosqlite.connect(
@@ -505,7 +499,7 @@ class SQLiteStore(StoreBase):
         returns at once: nothing on the event loop waits for it or is called back by it
         (an event loop may end while it runs). See `_checkpoint_file`.
         """
-        if not inline.checkpoint_due or self._closing:
+        if not inline.checkpoint_due:
             return
         if self._checkpointer is not None and self._checkpointer.is_alive():
             return  # a later write starts the next one
