@@ -37,6 +37,9 @@ from agent_threads.stores._sqlite_inline import (
     InlineConnection,
 )
 
+SMALL_WRITES_PER_CHECKPOINT = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
+"""Inline writes of one small chunk each until the store's WAL checkpoint is due."""
+
 
 def query(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
     connection = sqlite3.connect(path)
@@ -269,7 +272,7 @@ async def test_an_append_does_not_wait_for_the_wal_checkpoint_it_made_due(
     path = tmp_path / "threads.db"
     async with SQLiteStore(path) as store:
         thread = await ChatMessageThread.create(store)
-        due = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
+        due = SMALL_WRITES_PER_CHECKPOINT
         for i in range(2 * due):
             await thread.on_new_messages([Message.user(f"m{i}")])
         assert (len(started), finished) == (1, [])  # the appends went on while it ran
@@ -290,7 +293,7 @@ async def test_an_append_succeeds_when_no_thread_can_be_started_for_the_checkpoi
     path = tmp_path / "threads.db"
     async with SQLiteStore(path) as store:
         thread = await ChatMessageThread.create(store)
-        due = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
+        due = SMALL_WRITES_PER_CHECKPOINT
         with monkeypatch.context() as patch:
             patch.setattr(threading.Thread, "start", no_thread)
             for i in range(due + 10):
@@ -313,7 +316,7 @@ async def test_an_event_loop_may_end_while_a_wal_checkpoint_runs(
     monkeypatch.setattr(sqlite_module, "_checkpoint_file", slow_checkpoint)
     path = tmp_path / "threads.db"
     store = SQLiteStore(path)
-    due = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
+    due = SMALL_WRITES_PER_CHECKPOINT
 
     async def first() -> str:
         await store.__aenter__()
@@ -408,8 +411,7 @@ async def test_an_append_cut_short_by_a_deadline_is_stored_only_if_it_returned(
     async with SQLiteStore(tmp_path / "threads.db") as store:
         long = [Row(f"long{i}", '"' + "x" * 500 + '"') for i in range(20_000)]
         await store.append_rows("long", 0, long)  # ~10 MB: through aiosqlite's thread
-        per_write = PAGES_PER_WRITE + PAGES_PER_CHUNK  # a small write: one chunk
-        due = -(-CHECKPOINT_PAGES // per_write)  # small writes until a checkpoint
+        due = SMALL_WRITES_PER_CHECKPOINT
         for i in range(due - 5):
             await store.append_rows("seg", i, [Row(f"m{i}", '"x"')])
         appended: list[int] = []
