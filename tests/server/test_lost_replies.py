@@ -67,6 +67,22 @@ async def test_a_resend_whose_check_failed_is_answered_503_not_taken_for_saved(
     assert await texts(client, thread_id) == ["a", "m"]
 
 
+async def test_a_resend_of_a_stored_batch_whose_check_failed_is_a_duplicate_not_saved(
+    client: httpx.AsyncClient, store: ControlledStore
+) -> None:
+    """Every message of the batch is in the thread already: found there, nothing written."""
+    thread_id = (await new_thread(client, "a"))["id"]
+    sent = await client.post(
+        f"/api/threads/{thread_id}/messages", json={"messages": [text("m"), text("n")]}
+    )
+    batch = sent.json()["messages"]
+    store.fail_reads = 1  # the kept handle's look at the thread, after it finds m in its head
+    answer = await client.post(f"/api/threads/{thread_id}/messages", json={"messages": batch})
+    assert error_of(answer, 409)["param"] == batch[0]["id"]
+    assert store.fail_reads == 0  # the failure was met
+    assert await texts(client, thread_id) == ["a", "m", "n"]
+
+
 async def test_a_thread_created_with_messages_saved_before_the_store_failed_is_kept(
     client: httpx.AsyncClient, store: ControlledStore
 ) -> None:
