@@ -332,6 +332,17 @@ def claim_minted(message: Message) -> bool:
     return bool(_MINTED) and _MINTED.pop(id(message), None) is message  # none noted: no pop
 
 
+def unclaimed(messages: list[Message]) -> list[Message]:
+    """The messages of a batch that `claim_minted` does not claim (it claims the others).
+
+    With no message noted (every append outside a service), the batch as it is, with no
+    look at each message.
+    """
+    if not _MINTED:
+        return messages
+    return [m for m in messages if not claim_minted(m)]
+
+
 # -- stored rows ------------------------------------------------------------------------
 
 _ROWS_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(

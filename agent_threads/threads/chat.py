@@ -39,8 +39,8 @@ from agent_threads.messages import (
     Message,
     ToolCallPart,
     ToolResultPart,
-    claim_minted,
     decode_arrays,
+    unclaimed,
 )
 from agent_threads.state import ImmutableState
 from agent_threads.stores.base import Record, Row, RowArray, RowWrite, ThreadStore
@@ -679,7 +679,7 @@ class ChatMessageThread(AgentThread):
         after each re-read (it may be another thread with the same id by then).
 
         The first try looks up only the ids not minted for this very batch (see
-        `claim_minted`); one after a lost race looks up all: others wrote meanwhile. An id
+        `unclaimed`); one after a lost race looks up all: others wrote meanwhile. An id
         found in the thread as this handle holds it, before the handle read the thread
         during this append, is checked again after a re-read: the handle may be stale (a
         rollback or a pop elsewhere took the message out; the thread may be gone).
@@ -687,7 +687,7 @@ class ChatMessageThread(AgentThread):
         force_new = False
         read = False  # whether the thread was read during this append
         mark = self._fused_mark(asked, metadata)
-        unchecked = [m for m in batch if not claim_minted(m)]
+        unchecked = unclaimed(batch)
         while True:
             try:
                 await self._check_absent(unchecked)

@@ -16,7 +16,7 @@ from agent_threads import (
     Message,
     SQLiteStore,
 )
-from agent_threads.messages import claim_minted, note_minted
+from agent_threads.messages import claim_minted, note_minted, unclaimed
 from agent_threads.stores.base import Record, RowWrite
 from agent_threads.threads import chat
 from tests.counting_store import CountingStore
@@ -135,6 +135,14 @@ def test_only_plain_messages_validated_without_an_id_are_noted_and_claimed_once(
     fresh = minted("y")
     assert claim_minted(fresh)
     assert not claim_minted(fresh)
+
+
+def test_a_batch_keeps_the_messages_not_noted_in_order_and_claims_the_noted_ones() -> None:
+    plain, noted, other = Message.user("a"), minted("b"), Message.user("c")
+    batch = [plain, noted, other]
+    assert unclaimed(batch) == [plain, other]
+    assert unclaimed(batch) == batch  # claimed once: looked up from now on
+    assert not claim_minted(noted)
 
 
 class GatedStore(SQLiteStore):
