@@ -499,12 +499,12 @@ class SQLiteStore(StoreBase):
             await connection.execute(sql, parameters)
 
     async def _take_turn(self) -> None:
-        """Before an inline statement: a cancellation lands here, and other tasks run if
-        inline statements held the event loop `INLINE_TURN` s since they last did.
+        """Before an inline statement: land a cancellation, let other tasks run if due.
 
-        So a loop of appends never keeps other tasks (a run's lease renewal, a service's
-        requests) waiting more than about a millisecond, as a wait for aiosqlite's
-        thread would not; and a cancellation still finds the statement unwritten.
+        Other tasks run if inline statements held the event loop `INLINE_TURN` s since
+        they last did. So a loop of appends never keeps other tasks (a run's lease
+        renewal, a service's requests) waiting more than about a millisecond, and a
+        cancellation still finds the statement unwritten.
         """
         now = time.monotonic()
         if now - self._yielded_at < INLINE_TURN:
