@@ -42,6 +42,7 @@ or record would surface as StoreCorruptedError or a missing thread).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Iterator, Sequence
@@ -418,6 +419,9 @@ class RedisStore(StoreBase):
         self._anywhere = f"Redis keys {self.key_pattern!r}"
         self._client: redis.Redis | None = None
         self._held: AbstractConnection | None = None
+        # seconds for a round trip on it: redis-py times a send with `asyncio.wait_for`,
+        # a task of its own (~25 us of a ~270 us append), and a read with a timeout more
+        self._held_timeout: float | None = None
         self._held_busy = False
         self._connect_lock = anyio.Lock()
 
@@ -463,8 +467,13 @@ class RedisStore(StoreBase):
                     # that the server closed while idle, so the next call would fail
                     protocol=2,
                 )
-                pool = client.connection_pool  # the held connection: the pool's options
-                self._held = pool.connection_class(**pool.connection_kwargs)
+                # the held connection: the pool's options (the URL's timeout wins), but
+                # `_evalsha` times its round trip as a whole (see `_held_timeout`)
+                pool = client.connection_pool
+                options = dict(pool.connection_kwargs)
+                self._held_timeout = options.get("socket_timeout")
+                options["socket_timeout"] = None
+                self._held = pool.connection_class(**options)
                 self._client = client
             return self._client
 
@@ -500,9 +509,18 @@ class RedisStore(StoreBase):
         try:
             if held.is_connected and await held.can_read():
                 await held.disconnect()  # closed by the server while idle: open it again
+            if not held.is_connected:  # as a send would, within the connect timeout
+                await held.connect_check_health(check_health=False)
             command = _pack(["EVALSHA", digest, str(len(keys)), *keys, *args])
-            await held.send_packed_command(command)  # connects when not connected
-            return await held.read_response()  # a failed call disconnects it
+            # one deadline for the send and the reply (see `_held_timeout`); a send or
+            # read cut short by it disconnects the connection, as redis-py's own would
+            async with asyncio.timeout(self._held_timeout):
+                await held.send_packed_command(command)
+                return await held.read_response()  # a failed call disconnects it
+        except TimeoutError as exc:  # the deadline's (redis-py's own is no TimeoutError)
+            raise redis_errors.TimeoutError(
+                f"no reply from Redis within {self._held_timeout} s"
+            ) from exc
         finally:
             self._held_busy = False
             if self._held is not held:  # the store closed meanwhile: nobody's connection now
