@@ -1,4 +1,4 @@
-"""A fair lock for the writers of a thread: free to take when nobody holds it."""
+"""Fair locks and semaphores that are free to take when nobody waits for them."""
 
 from __future__ import annotations
 
@@ -7,41 +7,39 @@ from collections import deque
 import anyio
 
 
-class FairLock:
-    """A first-come, first-served task lock that costs nothing to take when free.
+class FairSemaphore:
+    """A first-come, first-served counting semaphore that costs nothing to take when free.
 
-    `anyio.Lock`, even with `fast_acquire`, asks the event loop which task runs and
-    whether it was cancelled on every acquire and release (~5 us together, 3% of an
-    append to SQLite). This one only flips a flag when nobody holds or waits for it,
-    and queues waiters on `anyio.Event`s otherwise, so it runs on any anyio backend.
-    Taking a free lock is not a checkpoint: a cancellation lands at the holder's next
-    await instead. Waiters are served in the order they came; a waiter cancelled after
-    the lock was handed to it passes the lock on.
+    `anyio.Lock` and `anyio.Semaphore`, even with `fast_acquire`, ask the event loop
+    which task runs and whether it was cancelled on every acquire and release (~5 us
+    together, 3% of an append to SQLite). This one only counts when a slot is free, and
+    queues waiters on `anyio.Event`s otherwise, so it runs on any anyio backend. Taking
+    a free slot is not a checkpoint: a cancellation lands at the holder's next await
+    instead. Waiters are served in the order they came; a slot given back goes straight
+    to the first waiter, and a waiter cancelled after it got one gives it back.
 
-    For `async with` only: it does not check that the task releasing it is the one
-    that took it.
+    For `async with` only: it does not check that the task giving a slot back is one
+    that took one.
     """
 
-    __slots__ = ("__weakref__", "_held", "_waiters")  # kept in a WeakValueDictionary
+    __slots__ = ("__weakref__", "_free", "_waiters")  # weakref: see `threads.base`
 
-    def __init__(self) -> None:
-        self._held = False
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError(f"a semaphore needs at least one slot, not {slots}")
+        self._free = slots
         self._waiters: deque[_Waiter] = deque()
 
-    def locked(self) -> bool:
-        """Whether some task holds the lock."""
-        return self._held
-
     async def acquire(self) -> None:
-        if not self._held:
-            self._held = True
+        if self._free:  # then nobody waits: a slot given back goes to a waiter first
+            self._free -= 1
             return
         waiter = _Waiter()
         self._waiters.append(waiter)
         try:
             await waiter.event.wait()
         except BaseException:
-            if waiter.handed:  # the lock became this task's as it was cancelled
+            if waiter.handed:  # the slot became this task's as it was cancelled
                 self.release()
             else:
                 self._waiters.remove(waiter)
@@ -50,16 +48,29 @@ class FairLock:
     def release(self) -> None:
         if self._waiters:
             waiter = self._waiters.popleft()
-            waiter.handed = True  # the lock passes to it, never free in between
+            waiter.handed = True  # the slot passes to it, never free in between
             waiter.event.set()
         else:
-            self._held = False
+            self._free += 1
 
     async def __aenter__(self) -> None:
         await self.acquire()
 
     async def __aexit__(self, *exc_info: object) -> None:
         self.release()
+
+
+class FairLock(FairSemaphore):
+    """A `FairSemaphore` of one slot: one task at a time, in the order they came."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+    def locked(self) -> bool:
+        """Whether some task holds the lock."""
+        return not self._free
 
 
 class _Waiter:
@@ -70,4 +81,4 @@ class _Waiter:
         self.handed = False
 
 
-__all__ = ["FairLock"]
+__all__ = ["FairLock", "FairSemaphore"]

@@ -1,4 +1,5 @@
-"""FairLock: one holder at a time, waiters served in order, cancelled waiters never lose it."""
+"""FairLock and FairSemaphore: so many holders at a time, waiters served in order, cancelled
+waiters never lose a slot."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from agent_threads.core.locks import FairLock
+from agent_threads.core.locks import FairLock, FairSemaphore
 
 BACKENDS = ["asyncio", "trio"]
 
@@ -132,3 +133,36 @@ def test_a_free_lock_is_taken_without_yielding(backend: str) -> None:
             group.cancel_scope.cancel()
 
     _run(main, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_semaphore_lets_so_many_in_at_once(backend: str) -> None:
+    order: list[str] = []
+
+    async def main() -> None:
+        slots = FairSemaphore(2)
+        inside = most = 0
+
+        async def work(name: str) -> None:
+            nonlocal inside, most
+            async with slots:
+                inside += 1
+                most = max(most, inside)
+                order.append(name)
+                await anyio.sleep(0.001)
+                inside -= 1
+
+        async with anyio.create_task_group() as group:
+            for name in "abcdef":
+                group.start_soon(work, name)
+                await anyio.lowlevel.checkpoint()
+        assert most == 2
+
+    _run(main, backend)
+    # all served (in what order two woken at once run is the scheduler's: trio shuffles)
+    assert sorted(order) == list("abcdef")
+
+
+def test_a_semaphore_needs_a_slot() -> None:
+    with pytest.raises(ValueError, match="at least one slot"):
+        FairSemaphore(0)
