@@ -36,6 +36,7 @@ from agent_threads.stores._sqlite_inline import (
     Busy,
     InlineConnection,
 )
+from tests.ticker import ticks_during
 
 SMALL_WRITES_PER_CHECKPOINT = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
 """Inline writes of one small chunk each until the store's WAL checkpoint is due."""
@@ -344,24 +345,14 @@ async def test_an_event_loop_may_end_while_a_wal_checkpoint_runs(
 async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "threads.db") as store:
         thread = await ChatMessageThread.create(store)
-        ticks = 0
 
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await anyio.lowlevel.checkpoint()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(tick)
-            await anyio.lowlevel.checkpoint()  # the ticker has begun
-            before = ticks
+        async def append() -> None:
             # each append runs inline, yet yields now and then; fewer than make a WAL
             # checkpoint due (whose lock sends a write through aiosqlite's thread)
             for i in range(SMALL_WRITES_PER_CHECKPOINT // 2):
                 await thread.on_new_messages([Message.user(f"m{i}")])
-            during = ticks - before
-            group.cancel_scope.cancel()
+
+        during = await ticks_during(append)
         # at least every INLINE_TURN (1 ms): 20 appends take longer than that anywhere
         assert during >= SMALL_WRITES_PER_CHECKPOINT // 2 // 20
 
