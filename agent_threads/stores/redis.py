@@ -506,21 +506,24 @@ class RedisStore(StoreBase):
         if held is None or self._held_busy:
             return await client.evalsha(digest, len(keys), *keys, *args)
         self._held_busy = True
+        deadline = timeout = self._held_timeout
         try:
             if held.is_connected and await held.can_read():
                 await held.disconnect()  # closed by the server while idle: open it again
-            if not held.is_connected:  # as a send would, within the connect timeout
-                await held.connect_check_health(check_health=False)
             command = _pack(["EVALSHA", digest, str(len(keys)), *keys, *args])
-            # one deadline for the send and the reply (see `_held_timeout`); a send or
-            # read cut short by it disconnects the connection, as redis-py's own would
-            async with asyncio.timeout(self._held_timeout):
+            # one deadline for the send and the reply (see `_held_timeout`), and for
+            # connecting first if need be: the connect timeout for opening the socket,
+            # and the command timeout again for the handshake's replies. Whatever it
+            # cuts short disconnects the connection, as redis-py's own timeouts would
+            if timeout is not None and not held.is_connected:
+                deadline = self._connect_timeout + 2 * timeout
+            async with asyncio.timeout(deadline):
+                if not held.is_connected:
+                    await held.connect_check_health(check_health=False)
                 await held.send_packed_command(command)
                 return await held.read_response()  # a failed call disconnects it
         except TimeoutError as exc:  # the deadline's (redis-py's own is no TimeoutError)
-            raise redis_errors.TimeoutError(
-                f"no reply from Redis within {self._held_timeout} s"
-            ) from exc
+            raise redis_errors.TimeoutError(f"no reply from Redis within {deadline} s") from exc
         finally:
             self._held_busy = False
             if self._held is not held:  # the store closed meanwhile: nobody's connection now

@@ -500,6 +500,19 @@ async def test_a_write_to_a_server_gone_silent_times_out_or_is_cancelled_then_re
         assert stored.version == first.version + 1
 
 
+async def test_a_write_that_must_reconnect_to_a_server_gone_silent_times_out_too(
+    store: RedisStore,
+) -> None:
+    async with gone_silent(store) as (slow, proxy, first):
+        for _ in range(2):  # the first one's timeout drops the connection: the second connects
+            with anyio.fail_after(BOUND), pytest.raises(StoreUnavailableError) as caught:
+                await slow.put_record(Record(kind="k", id="r"), expected_version=first.version)
+            assert isinstance(caught.value.__cause__, RedisTimeoutError)
+        proxy.resume()
+        stored = await slow.put_record(Record(kind="k", id="r"), expected_version=first.version)
+        assert stored.version == first.version + 1
+
+
 @pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "5"])
 def test_bad_timeouts_are_refused_by_name(bad: Any) -> None:
     with pytest.raises(ValueError, match="connect_timeout"):
