@@ -23,9 +23,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import anyio
 from fastapi import Request
 
-from agent_threads.core.locks import FairLock
 from agent_threads.errors import ThreadNotFoundError
 from agent_threads.messages import Message
 from agent_threads.server.api import writes
@@ -69,7 +69,7 @@ class _Kept:
 
     handle: ChatMessageThread
     alone: int = TRUSTED_AFTER  # just loaded: as fresh as a read
-    turn: FairLock = field(default_factory=FairLock)
+    turn: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
 
 
 class KeptHandles:
