@@ -48,7 +48,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "PostgresStore needs: pip install 'agent-threads-framework[postgres]'"
     ) from exc
 
-from agent_threads.core.locks import FairSemaphore
 from agent_threads.errors import (
     ConflictError,
     InvalidIdError,
@@ -303,7 +302,7 @@ class _Pool:
     ) -> None:
         self._connect = connect
         self._settle_timeout = settle_timeout
-        self._slots = FairSemaphore(max_size)
+        self._slots = anyio.Semaphore(max_size, fast_acquire=True)
         self._idle: list[asyncpg.Connection] = []
         self._closed = False
 

@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
+import anyio
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agent_threads.core.ids import new_id, validate_id
-from agent_threads.core.locks import FairLock
 from agent_threads.core.pieces import Ranges
 from agent_threads.core.records import (
     SCHEMA_VERSION,
@@ -108,23 +108,23 @@ def _origin(data: Mapping[str, JsonValue]) -> JsonValue:
     return {"ranges": data.get("ranges") or [], "state": data["state"], "stats": data["stats"]}
 
 
-_WRITER_LOCKS: weakref.WeakValueDictionary[tuple[int, str], FairLock] = (
+_WRITER_LOCKS: weakref.WeakValueDictionary[tuple[int, str], anyio.Lock] = (
     weakref.WeakValueDictionary()
 )
 
 
-def _writer_lock(store: ThreadStore, thread_id: str) -> FairLock:
+def _writer_lock(store: ThreadStore, thread_id: str) -> anyio.Lock:
     """The lock under which every handle of this thread on this store object works.
 
     Shared, so the writers of one store client queue in turn (the lock is fair) instead
     of racing each other's compare-and-set: only other clients' and processes' writes
-    can be lost races. Kept while a handle holds it. Free to take when free (a flag, see
-    `FairLock`): its holders await the store anyway.
+    can be lost races. Kept while a handle holds it. Fast to take when free: its holders
+    await the store anyway.
     """
     key = (id(store), thread_id)
     lock = _WRITER_LOCKS.get(key)
     if lock is None:
-        lock = _WRITER_LOCKS[key] = FairLock()
+        lock = _WRITER_LOCKS[key] = anyio.Lock(fast_acquire=True)
     return lock
 
 
@@ -173,7 +173,7 @@ class AgentThread(ABC):
     _data: ThreadData
     """`_record.data`, read as `data_schema` (on every bind, refresh and write)."""
     _state: ImmutableState
-    _lock: FairLock
+    _lock: anyio.Lock
     _history: LoadedHistory | None
     """The history `to_json` writes, if this handle holds one (see `_history.py`)."""
 
