@@ -101,3 +101,18 @@ async def test_two_clients_taking_turns_on_one_thread_lose_nothing(
         assert checkpoint.label is not None
         at = texts((await reloaded.at(checkpoint.id)).messages)
         assert at[-1] == checkpoint.label and at == found[: len(at)]
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+async def test_an_append_begun_in_a_cancelled_scope_writes_nothing(
+    store: ThreadStore, checkpoint: bool
+) -> None:
+    thread = await ChatMessageThread.create(store=store)
+    await thread.on_new_messages([Message.user("kept")])
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # as a deadline passed, or a task group cancelled, before the call
+        await thread.on_new_messages([Message.user("never")], checkpoint=checkpoint)
+    assert scope.cancelled_caught
+    reloaded = await ChatMessageThread.load(thread.id, store=store)
+    assert texts(reloaded.messages) == ["kept"]
+    assert await reloaded.checkpoints() == []
