@@ -506,7 +506,7 @@ class RedisStore(StoreBase):
         if held is None or self._held_busy:
             return await client.evalsha(digest, len(keys), *keys, *args)
         self._held_busy = True
-        deadline = timeout = self._held_timeout
+        deadline = self._held_timeout
         try:
             if held.is_connected and await held.can_read():
                 await held.disconnect()  # closed by the server while idle: open it again
@@ -515,8 +515,8 @@ class RedisStore(StoreBase):
             # connecting first if need be: the connect timeout for opening the socket,
             # and the command timeout again for the handshake's replies. Whatever it
             # cuts short disconnects the connection, as redis-py's own timeouts would
-            if timeout is not None and not held.is_connected:
-                deadline = self._connect_timeout + 2 * timeout
+            if deadline is not None and not held.is_connected:
+                deadline = self._connect_timeout + 2 * deadline
             async with asyncio.timeout(deadline):
                 if not held.is_connected:
                     await held.connect_check_health(check_health=False)
