@@ -493,10 +493,10 @@ def verdicts(results: list[Result], sizes: tuple[int, ...], json_bytes: float) -
         mine = by["SQLiteStore", size].batched_rate
         strict = mine / by[BARE, size].batched_rate
         serializing = mine / by[BARE_SERIALIZING, size].batched_rate
-        out.append(
-            f"- SQLiteStore batched appends at N={size:,}: {strict:.0%} of raw bare"
-            f" ({serializing:.0%} of raw bare serializing too) (>= 70%)"
-            f" -> {_mark(strict >= 0.7)}"
+        out.append(  # judged against raw that serializes too: the baseline #14 decided
+            f"- SQLiteStore batched appends at N={size:,}: {serializing:.0%} of raw bare"
+            f" serializing too (>= 70%; {strict:.0%} of raw bare given the JSON)"
+            f" -> {_mark(serializing >= 0.7)}"
         )
     for bench in STORES:
         name = bench.name
