@@ -42,6 +42,21 @@ async def test_commit_writes_every_segment_and_the_record(store: ThreadStore) ->
     assert await store.read_rows("s1", 0, 3) == [r.data for r in rows("a", "b", "d")]
 
 
+async def test_commit_keeps_the_owner_given_and_the_one_taken_away(store: ThreadStore) -> None:
+    owned = Record(kind="thing", id="r1", owner="o1", tags=("x",), data={"note": "owned"})
+    stored = await store.commit([RowWrite("s1", 0, rows("a"))], owned, expected_version=0)
+    assert await store.get_record("thing", "r1") == stored
+    assert stored.owner == "o1"
+    assert [r.id for r in await store.list_records(owner="o1")] == ["r1"]
+    unowned = owned.model_copy(update={"owner": None})
+    again = await store.commit(
+        [RowWrite("s1", 1, rows("b"))], unowned, expected_version=stored.version
+    )
+    assert (await store.get_record("thing", "r1")) == again
+    assert again.owner is None
+    assert await store.list_records(owner="o1") == []
+
+
 async def test_commit_of_no_rows_is_a_put_record(store: ThreadStore) -> None:
     stored = await store.commit([], record("alone"), expected_version=0)
     assert await store.get_record("thing", "r1") == stored
