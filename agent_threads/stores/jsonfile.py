@@ -16,6 +16,7 @@ import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
+from agent_threads.core.copies import replaced
 from agent_threads.core.ids import validate_digest, validate_id
 from agent_threads.errors import ConflictError, SchemaVersionError, StoreCorruptedError
 from agent_threads.stores import _files, _jsonl
@@ -337,7 +338,7 @@ class JsonFileStore(StoreBase):
     def _replace_record(self, record: Record, expected_version: int) -> Record:
         """Write the record at `stored_version(expected_version)` (its version was checked)."""
         path = self._record_path(record.kind, record.id)
-        stored = record.model_copy(update={"version": stored_version(expected_version)})
+        stored = replaced(record, {"version": stored_version(expected_version)})
         _files.make_dir(path.parent)
         _files.write_atomic(path, (stored.model_dump_json(indent=2) + "\n").encode())
         return stored

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from agent_threads.core.copies import replaced
 from agent_threads.errors import ConflictError
 from agent_threads.stores.base import (
     Record,
@@ -58,7 +59,7 @@ class MemoryStore(StoreBase):
         found = 0 if current is None else Record.model_validate_json(current).version
         if found != expected_version:
             raise version_conflict(record.kind, record.id, expected_version, found)
-        stored = record.model_copy(update={"version": stored_version(expected_version)})
+        stored = replaced(record, {"version": stored_version(expected_version)})
         self._records[key] = stored.model_dump_json()
         return stored
 

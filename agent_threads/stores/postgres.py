@@ -48,6 +48,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "PostgresStore needs: pip install 'agent-threads-framework[postgres]'"
     ) from exc
 
+from agent_threads.core.copies import replaced
 from agent_threads.errors import (
     ConflictError,
     InvalidIdError,
@@ -608,7 +609,7 @@ class PostgresStore(StoreBase):
                     detail=f"expected version {stored}, written meanwhile by another client",
                 )
             raise version_conflict(record.kind, record.id, expected_version, stored or 0)
-        return record.model_copy(update={"version": written})
+        return replaced(record, {"version": written})
 
     async def _do_delete_record(
         self, kind: str, record_id: str, *, expected_version: int | None

@@ -61,6 +61,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("RedisStore needs: pip install 'agent-threads-framework[redis]'") from exc
 
+from agent_threads.core.copies import replaced
 from agent_threads.core.ids import validate_id
 from agent_threads.errors import ConflictError, StoreCorruptedError, StoreUnavailableError
 from agent_threads.stores.base import (
@@ -555,7 +556,7 @@ class RedisStore(StoreBase):
         self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
     ) -> Record:
         """The rows of every write and the record, in one script: one round trip, atomic."""
-        stored = record.model_copy(update={"version": stored_version(expected_version)})
+        stored = replaced(record, {"version": stored_version(expected_version)})
         await self._write(writes, stored, expected_version)
         return stored
 

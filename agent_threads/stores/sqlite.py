@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
+from agent_threads.core.copies import replaced
 from agent_threads.errors import (
     ConflictError,
     SchemaVersionError,
@@ -660,7 +661,7 @@ class SQLiteStore(StoreBase):
         whose stored version is not `expected_version`, rolling the whole statement back.
         A commit of more chunks than a statement takes runs as several in a transaction.
         """
-        stored = record.model_copy(update={"version": stored_version(expected_version)})
+        stored = replaced(record, {"version": stored_version(expected_version)})
         now = time.time()
         chunks: list[tuple[Any, ...]] = []
         for write in writes:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Self
 import anyio
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from agent_threads.core.copies import replaced
 from agent_threads.core.ids import new_id, validate_id
 from agent_threads.core.pieces import Ranges
 from agent_threads.core.records import (
@@ -458,7 +459,7 @@ class AgentThread(ABC):
             labels = labels_of(pairs)
         if new_data.get("schema_version") == 2:  # its tags are in the data now
             new_data["schema_version"] = SCHEMA_VERSION
-        record = self._record.model_copy(update={"data": new_data, "tags": labels})
+        record = replaced(self._record, {"data": new_data, "tags": labels})
         if writes:
             stored = await self._commit(writes, record)
         elif self._record.version == 0:  # an unsaved copy: its first write stores it
@@ -466,7 +467,7 @@ class AgentThread(ABC):
         else:
             stored = await self._store.put_record(record, expected_version=self._record.version)
         if known and typed is not None:
-            self._data = self._data.model_copy(update={**typed, "updated_at": now})
+            self._data = replaced(self._data, {**typed, "updated_at": now})
         else:
             self._data = read_thread_data(stored, self.data_schema)
         self._record = stored
