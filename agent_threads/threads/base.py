@@ -13,13 +13,14 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
 import anyio
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from agent_threads.core.clock import now_iso
 from agent_threads.core.copies import replaced
 from agent_threads.core.ids import new_id, validate_id
 from agent_threads.core.pieces import Ranges
@@ -75,10 +76,6 @@ as the tag `{"x": ""}`.
 """
 
 EXPORT_FORMAT = "agent-threads/thread"
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat()
 
 
 def _export_tags(document: Mapping[str, Any], version: int) -> Tags:
@@ -241,7 +238,7 @@ class AgentThread(ABC):
         """
         thread_id = new_id() if thread_id is None else validate_id(thread_id, what="thread id")
         clean = clean_tags(tags, where=f"thread {thread_id!r} tags")
-        now = _now_iso()
+        now = now_iso()
         data: dict[str, JsonValue] = {
             "schema_version": SCHEMA_VERSION,
             "type": cls.type_name,
@@ -443,7 +440,7 @@ class AgentThread(ABC):
         a position of `writes` is. The handle takes the record written, without calling
         `_on_bind`: the caller knows what it changed.
         """
-        now = _now_iso()
+        now = now_iso()
         new_data = {**self._record.data, **data, "updated_at": now}
         labels = self._record.tags
         known = (  # the typed data, updated with `typed`, is what a read of the record gives
@@ -661,7 +658,7 @@ class AgentThread(ABC):
         tags.
         """
         data = self._data_for_copy(copy_module.deepcopy(self._record.data))
-        data["created_at"] = data["updated_at"] = _now_iso()
+        data["created_at"] = data["updated_at"] = now_iso()
         data[LOGS_KEY] = []  # checkpoints stay with the original
         if reset_stats:
             data["stats"] = ThreadStats().model_dump()
