@@ -62,7 +62,7 @@ Ranges = tuple[Range, ...]
 
 def length(ranges: Iterable[Range]) -> int:
     """The number of messages the ranges hold."""
-    return sum(len(r) for r in ranges)
+    return sum([r.end - r.start for r in ranges])  # `len(r)`, without a call to it each
 
 
 def _offsets(ranges: Sequence[Range]) -> list[int]:

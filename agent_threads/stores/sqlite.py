@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import math
 import os
@@ -237,7 +238,7 @@ def _append_statement(chunks: int) -> str:
 
 
 def _flat(chunks: list[tuple[Any, ...]]) -> list[Any]:
-    return [value for chunk in chunks for value in chunk]
+    return list(itertools.chain.from_iterable(chunks))
 
 
 def _ownerless(record_row: tuple[Any, ...]) -> tuple[Any, ...]:
