@@ -17,8 +17,8 @@ def replaced(model: M, changes: Mapping[str, Any]) -> M:
     """`model.model_copy(update=changes)`: a shallow copy with `changes` in place.
 
     The same copy (the values shared, not validated; the fields set grown by the keys
-    changed), without `model_copy`'s generic steps: a third of the instructions for a
-    thread record. For the copies an append makes of its record and typed data. A
+    changed), without `model_copy`'s generic steps: about half its time for a thread
+    record (1.7 against 3.1 us). For the copies an append makes of its record and typed data. A
     model that keeps extra fields gets `model_copy` itself (its changes may be extras).
     """
     if model.model_config.get("extra") == "allow":
