@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
@@ -48,20 +49,22 @@ class ThreadStats(BaseModel):
     cost: float = Field(default=0.0, ge=0)
 
     def add(self, messages: Iterable[Message]) -> ThreadStats:
-        """These stats plus the given messages."""
-        count, tokens_in, tokens_out, cost = 0, 0, 0, 0.0
-        for message in messages:
-            count += 1
-            if message.usage is not None:
-                tokens_in += message.usage.input_tokens
-                tokens_out += message.usage.output_tokens
-                cost += message.usage.cost
+        """These stats plus the given messages (a step in Python only for each usage)."""
+        batch = list(messages)
+        tokens_in, tokens_out, cost = 0, 0, 0.0
+        for usage in filter(None, map(_USAGE, batch)):  # a Usage is never falsy
+            tokens_in += usage.input_tokens
+            tokens_out += usage.output_tokens
+            cost += usage.cost
         return ThreadStats(
-            message_count=self.message_count + count,
+            message_count=self.message_count + len(batch),
             input_tokens=self.input_tokens + tokens_in,
             output_tokens=self.output_tokens + tokens_out,
             cost=self.cost + cost,
         )
+
+
+_USAGE = attrgetter("usage")
 
 
 def clean_metadata(

@@ -42,6 +42,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from types import TracebackType
 from typing import (
     ClassVar,
@@ -780,12 +781,15 @@ def validate_listing(kind: str | None, tags: Collection[str]) -> set[str]:
     return {validate_tag(t) for t in tags}
 
 
+_MESSAGE_ID = attrgetter("message_id")
+
+
 def validate_rows(segment_id: str, start: int, rows: Sequence[Row]) -> None:
     """Check a segment id, a start position and the message ids of rows to append."""
     validate_id(segment_id, what="segment id")
     if start < 0:
         raise ValueError(f"segment {segment_id!r}: start position {start} is negative")
-    if not all_valid_ids([row.message_id for row in rows]):  # the fast path missed: name it
+    if not all_valid_ids(list(map(_MESSAGE_ID, rows))):  # the fast path missed: name it
         for row in rows:
             validate_id(row.message_id, what="message id")
 

@@ -8,6 +8,8 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain, repeat
+from operator import attrgetter, contains
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
@@ -36,7 +38,11 @@ from agent_threads.errors import (
     ThreadNotFoundError,
 )
 from agent_threads.messages import (
+    DataPart,
     Message,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolResultPart,
     decode_arrays,
@@ -130,10 +136,37 @@ _TO_JSON = Message.__pydantic_serializer__.to_json
 """`Message.model_dump_json` without its per-call wrapper (the same bytes, encoded)."""
 
 
+_ID = attrgetter("id")
+_METADATA = attrgetter("metadata")
+_CONTENTS = attrgetter("contents")
+_USAGE = attrgetter("usage")
+_COST = attrgetter("cost")
+_DATA = attrgetter("data")
+
+_JUST_MESSAGES = frozenset({Message})
+"""The types of a batch of plain messages (what `_only_messages` looks for)."""
+
+_PLAIN_PARTS = frozenset({TextPart, ThinkingPart, DataPart, SummaryPart})
+"""The parts that hold no free-form JSON for `_check_storable` to check."""
+
+_MANY = 8
+"""A batch this long is checked in C first (`_plainly_storable`, `_plain_rows`) and looked
+at message by message only if that finds something to look at; a shorter batch costs
+less looked at right away."""
+
+_NUL = "\\u0000"
+"""How compact JSON writes a NUL character."""
+
+
+def _only_messages(messages: Iterable[object]) -> bool:
+    """Whether every item is a `Message` itself (no subclass), in one pass in C."""
+    return set(map(type, messages)) <= _JUST_MESSAGES
+
+
 def _rows(messages: Sequence[Message]) -> list[Row]:
     """The messages as segment rows: id and compact JSON, exactly `model_dump_json()`."""
-    ids = [m.id for m in messages]
-    if all(type(m) is Message for m in messages):  # a subclass serializes its own fields
+    ids = list(map(_ID, messages))
+    if _only_messages(messages):  # a subclass serializes its own fields
         return list(map(Row, ids, map(bytes.decode, map(_TO_JSON, messages))))
     return list(map(Row, ids, [m.model_dump_json() for m in messages]))
 
@@ -144,18 +177,41 @@ def _new_rows(messages: Sequence[Message], thread_id: str) -> list[Row]:
     Raises:
         InvalidValueError: a message holds what would not (see `core.limits`).
     """
-    for message in messages:
-        _check_storable(message, thread_id)
+    many = len(messages) >= _MANY
+    if not (many and _plainly_storable(messages)):
+        for message in messages:
+            _check_storable(message, thread_id)
     rows = _rows(messages)
+    if many and _plain_rows(list(map(_DATA, rows))):
+        return rows  # the usual batch, told in C
     for row in rows:
-        if "\\u0000" in row.data:  # JSON escapes NUL so: look closer (a backslash text may too)
+        if _NUL in row.data:  # JSON escapes NUL so: look closer (a backslash text may too)
             limits.check_json(
                 json.loads(row.data), f"thread {thread_id!r} message {row.message_id!r}"
             )
-        if len(row.data) > limits.MAX_MESSAGE_BYTES // 4:  # chars: at most 4 bytes each
+        if len(row.data) > limits.MAX_MESSAGE_BYTES // 4:
             size = len(row.data.encode())
             limits.check_message_size(size, f"thread {thread_id!r} message {row.message_id!r}")
     return rows
+
+
+def _plain_rows(data: list[str]) -> bool:
+    """Whether no row escapes a NUL or may be too large (found in C): none to look at."""
+    limit = limits.MAX_MESSAGE_BYTES // 4  # in characters: 4 bytes each at most
+    return not any(map(contains, data, repeat(_NUL))) and max(map(len, data)) <= limit
+
+
+def _plainly_storable(messages: Sequence[Message]) -> bool:
+    """Whether `_check_storable` has nothing to look at in any message (found in C).
+
+    No metadata, no part holding free-form JSON (tool arguments or results), and every
+    usage cost finite: the usual batch, whose messages need no look each.
+    """
+    return (
+        not any(map(_METADATA, messages))
+        and set(map(type, chain.from_iterable(map(_CONTENTS, messages)))) <= _PLAIN_PARTS
+        and all(map(math.isfinite, map(_COST, filter(None, map(_USAGE, messages)))))
+    )
 
 
 def _check_storable(message: Message, thread_id: str) -> None:
@@ -186,7 +242,7 @@ def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
     if isinstance(messages, str | bytes | Mapping):
         raise InvalidValueError(where, reason=f"takes a list of messages, not {messages!r:.60}")
     batch = list(messages)
-    if all(type(m) is Message for m in batch) and len({m.id for m in batch}) == len(batch):
+    if _only_messages(batch) and len(set(map(_ID, batch))) == len(batch):
         return batch  # the usual batch; otherwise find the first culprit, in order
     seen: set[str] = set()
     for message in batch:

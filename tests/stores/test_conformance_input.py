@@ -20,6 +20,7 @@ from agent_threads import (
     InvalidValueError,
     Message,
     ThreadStore,
+    Usage,
     tool_call,
 )
 from agent_threads.core import limits
@@ -162,6 +163,47 @@ async def test_nan_and_infinity_are_refused_naming_the_thread_and_field(
     reloaded = await reload(thread)
     assert (reloaded.head, reloaded.state.to_dict(), dict(reloaded.metadata)) == (0, {}, {})
     assert await reloaded.checkpoints() == []
+
+
+BAD_MESSAGES: dict[str, tuple[Callable[[], Message], str]] = {
+    "nan in metadata": (lambda: Message.user("x", metadata={"s": [math.nan]}), r"metadata\.s\[0\]"),
+    "nan in tool arguments": (
+        lambda: Message.assistant(tool_calls=[tool_call("f", {"x": math.nan})]),
+        "arguments",
+    ),
+    "nan in a tool result": (lambda: Message.tool_result("c1", {"x": math.nan}), "tool result"),
+    "infinite cost": (
+        lambda: Message.assistant("x", usage=Usage(cost=math.inf)),
+        "usage.cost",
+    ),
+    "NUL in a text": (lambda: Message.user("a\x00b"), "NUL"),
+    "NUL in metadata": (lambda: Message.user("x", metadata={"k": "\x00"}), "NUL"),
+    "too large": (lambda: Message.user("x" * 2_000), "over the 1,000 limit"),
+}
+
+
+@pytest.mark.parametrize("kind", BAD_MESSAGES)
+@pytest.mark.parametrize("others", [0, 11], ids=["alone", "among 11"])
+async def test_a_bad_message_is_named_alone_or_in_a_long_batch_and_nothing_is_written(
+    store: ThreadStore, monkeypatch: pytest.MonkeyPatch, kind: str, others: int
+) -> None:
+    monkeypatch.setattr(limits, "MAX_MESSAGE_BYTES", 1_000)
+    thread = await ChatMessageThread.create(store)
+    make, reason = BAD_MESSAGES[kind]
+    bad = make()
+    good = [
+        Message.assistant(f"ok {i}", usage=Usage(input_tokens=i, cost=0.5)) for i in range(others)
+    ]
+    batch = [*good[:7], bad, *good[7:]]
+    with pytest.raises(InvalidValueError, match=rf"{thread.id}.*{bad.id}.*{reason}"):
+        await thread.on_new_messages(batch)
+    reloaded = await reload(thread)
+    assert (reloaded.head, reloaded.stats.message_count) == (0, 0)
+    await thread.on_new_messages(good)  # the same batch without it is fine
+    reloaded = await reload(thread)
+    assert reloaded.head == reloaded.stats.message_count == others
+    assert reloaded.stats.input_tokens == sum(range(others))
+    assert reloaded.stats.cost == 0.5 * others
 
 
 async def test_a_message_over_the_size_limit_is_refused_and_nothing_is_written(
