@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
+from agent_threads.core.copies import replaced
 from agent_threads.core.limits import check_json, check_text
 from agent_threads.core.tags import labels_to_tags, stored_tags
 from agent_threads.errors import ConflictError, InvalidValueError, StoreCorruptedError
@@ -49,22 +50,23 @@ class ThreadStats(BaseModel):
     cost: float = Field(default=0.0, ge=0)
 
     def add(self, messages: Iterable[Message]) -> ThreadStats:
-        """These stats plus the given messages (a step in Python only for each usage)."""
+        """These stats plus the given messages (summed in C: no step in Python for each)."""
         batch = list(messages)
-        tokens_in, tokens_out, cost = 0, 0, 0.0
-        for usage in filter(None, map(_USAGE, batch)):  # a Usage is never falsy
-            tokens_in += usage.input_tokens
-            tokens_out += usage.output_tokens
-            cost += usage.cost
+        usages = list(filter(None, map(_USAGE, batch)))  # a Usage is never falsy
+        if not usages:
+            return replaced(self, {"message_count": self.message_count + len(batch)})
         return ThreadStats(
             message_count=self.message_count + len(batch),
-            input_tokens=self.input_tokens + tokens_in,
-            output_tokens=self.output_tokens + tokens_out,
-            cost=self.cost + cost,
+            input_tokens=self.input_tokens + sum(map(_INPUT_TOKENS, usages)),
+            output_tokens=self.output_tokens + sum(map(_OUTPUT_TOKENS, usages)),
+            cost=self.cost + sum(map(_COST, usages), 0.0),
         )
 
 
 _USAGE = attrgetter("usage")
+_INPUT_TOKENS = attrgetter("input_tokens")
+_OUTPUT_TOKENS = attrgetter("output_tokens")
+_COST = attrgetter("cost")
 
 
 def clean_metadata(

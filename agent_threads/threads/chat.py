@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter, contains
 from typing import Any, Self
@@ -143,6 +144,9 @@ _USAGE = attrgetter("usage")
 _COST = attrgetter("cost")
 _DATA = attrgetter("data")
 
+_new_row = partial(tuple.__new__, Row)
+"""`Row(message_id, data)` of a pair, made in C (`Row._make`, without its Python call)."""
+
 _JUST_MESSAGES = frozenset({Message})
 """The types of a batch of plain messages (what `_only_messages` looks for)."""
 
@@ -165,10 +169,12 @@ def _only_messages(messages: Iterable[object]) -> bool:
 
 def _rows(messages: Sequence[Message]) -> list[Row]:
     """The messages as segment rows: id and compact JSON, exactly `model_dump_json()`."""
-    ids = list(map(_ID, messages))
+    ids = map(_ID, messages)
     if _only_messages(messages):  # a subclass serializes its own fields
-        return list(map(Row, ids, map(bytes.decode, map(_TO_JSON, messages))))
-    return list(map(Row, ids, [m.model_dump_json() for m in messages]))
+        data = map(bytes.decode, map(_TO_JSON, messages))
+    else:
+        data = iter([m.model_dump_json() for m in messages])
+    return list(map(_new_row, zip(ids, data, strict=True)))
 
 
 def _new_rows(messages: Sequence[Message], thread_id: str) -> list[Row]:
@@ -807,7 +813,7 @@ class ChatMessageThread(AgentThread):
         if self._lazy:  # the whole batch's ids in one store lookup
             found = await self._store.locate_messages([m.id for m in batch])
             places = {m.id: found[m.id] for m in batch}
-        elif self._cache.holds_any(m.id for m in batch):
+        elif self._cache.holds_any(map(_ID, batch)):
             places = {m.id: self._cache.places(m.id) for m in batch}
         else:
             return  # the usual batch: no id is anywhere in memory, so none is in the thread
