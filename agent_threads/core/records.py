@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from operator import attrgetter
+from functools import partial, reduce
+from operator import add, attrgetter, is_not
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
@@ -52,18 +53,23 @@ class ThreadStats(BaseModel):
     def add(self, messages: Iterable[Message]) -> ThreadStats:
         """These stats plus the given messages (summed in C: no step in Python for each)."""
         batch = list(messages)
-        usages = list(filter(None, map(_USAGE, batch)))  # a Usage is never falsy
-        if not usages:
-            return replaced(self, {"message_count": self.message_count + len(batch)})
+        usages = list(filter(_given, map(_USAGE, batch)))
+        if not usages:  # valid as they are: only the count grows (every field given, as below)
+            return replaced(
+                self, {**self.__dict__, "message_count": self.message_count + len(batch)}
+            )
         return ThreadStats(
             message_count=self.message_count + len(batch),
             input_tokens=self.input_tokens + sum(map(_INPUT_TOKENS, usages)),
             output_tokens=self.output_tokens + sum(map(_OUTPUT_TOKENS, usages)),
-            cost=self.cost + sum(map(_COST, usages), 0.0),
+            # added in order, as `cost += ...` would: `sum` of floats compensates since 3.12
+            cost=self.cost + reduce(add, map(_COST, usages), 0.0),
         )
 
 
 _USAGE = attrgetter("usage")
+_given = partial(is_not, None)
+"""Whether a value is not None (`filter(None, ...)` would drop a falsy one too)."""
 _INPUT_TOKENS = attrgetter("input_tokens")
 _OUTPUT_TOKENS = attrgetter("output_tokens")
 _COST = attrgetter("cost")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from itertools import chain, repeat
-from operator import attrgetter, contains
+from operator import attrgetter, contains, is_not
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
@@ -143,6 +143,7 @@ _CONTENTS = attrgetter("contents")
 _USAGE = attrgetter("usage")
 _COST = attrgetter("cost")
 _DATA = attrgetter("data")
+_given = partial(is_not, None)
 
 _new_row = partial(tuple.__new__, Row)
 """`Row(message_id, data)` of a pair, made in C (`Row._make`, without its Python call)."""
@@ -171,7 +172,7 @@ def _rows(messages: Sequence[Message]) -> list[Row]:
     """The messages as segment rows: id and compact JSON, exactly `model_dump_json()`."""
     ids = map(_ID, messages)
     if _only_messages(messages):  # a subclass serializes its own fields
-        data = map(bytes.decode, map(_TO_JSON, messages))
+        data: Iterator[str] = map(bytes.decode, map(_TO_JSON, messages))
     else:
         data = iter([m.model_dump_json() for m in messages])
     return list(map(_new_row, zip(ids, data, strict=True)))
@@ -216,7 +217,7 @@ def _plainly_storable(messages: Sequence[Message]) -> bool:
     return (
         not any(map(_METADATA, messages))
         and set(map(type, chain.from_iterable(map(_CONTENTS, messages)))) <= _PLAIN_PARTS
-        and all(map(math.isfinite, map(_COST, filter(None, map(_USAGE, messages)))))
+        and all(map(math.isfinite, map(_COST, filter(_given, map(_USAGE, messages)))))
     )
 
 

@@ -165,6 +165,13 @@ async def test_nan_and_infinity_are_refused_naming_the_thread_and_field(
     assert await reloaded.checkpoints() == []
 
 
+class _FalsyUsage(Usage):
+    """A usage that is falsy (a subclass may be): checked all the same."""
+
+    def __len__(self) -> int:
+        return 0
+
+
 BAD_MESSAGES: dict[str, tuple[Callable[[], Message], str]] = {
     "nan in metadata": (lambda: Message.user("x", metadata={"s": [math.nan]}), r"metadata\.s\[0\]"),
     "nan in tool arguments": (
@@ -174,6 +181,10 @@ BAD_MESSAGES: dict[str, tuple[Callable[[], Message], str]] = {
     "nan in a tool result": (lambda: Message.tool_result("c1", {"x": math.nan}), "tool result"),
     "infinite cost": (
         lambda: Message.assistant("x", usage=Usage(cost=math.inf)),
+        "usage.cost",
+    ),
+    "infinite cost in a falsy usage": (
+        lambda: Message.assistant("x", usage=_FalsyUsage(cost=math.inf)),
         "usage.cost",
     ),
     "NUL in a text": (lambda: Message.user("a\x00b"), "NUL"),

@@ -1,0 +1,54 @@
+"""`ThreadStats.add`: what a batch of messages adds to a thread's stats."""
+
+from __future__ import annotations
+
+import math
+from functools import reduce
+from operator import add
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_threads import Message, Usage
+from agent_threads.core.records import ThreadStats
+
+
+class _FalsyUsage(Usage):
+    """A usage that is falsy (a subclass may be): still a usage, never skipped."""
+
+    def __len__(self) -> int:
+        return 0
+
+
+COSTS = st.floats(min_value=0, max_value=1e17, allow_nan=False, allow_infinity=False)
+
+
+@given(st.lists(st.none() | st.tuples(st.integers(0, 10**9), COSTS), max_size=40))
+def test_usages_are_summed_in_order_and_messages_counted(
+    usages: list[tuple[int, float] | None],
+) -> None:
+    messages = [
+        Message.user("x")
+        if u is None
+        else Message.assistant("y", usage=Usage(input_tokens=u[0], output_tokens=1, cost=u[1]))
+        for u in usages
+    ]
+    given_usages = [u for u in usages if u is not None]
+    stats = ThreadStats(message_count=2, cost=0.5).add(iter(messages))
+    assert stats.message_count == 2 + len(messages)
+    assert stats.input_tokens == sum(u[0] for u in given_usages)
+    assert stats.output_tokens == len(given_usages)
+    # as `cost += ...` adds, in order (`sum` of floats compensates since Python 3.12)
+    assert stats.cost == 0.5 + reduce(add, (u[1] for u in given_usages), 0.0)
+
+
+def test_a_tenth_ten_times_costs_what_adding_it_ten_times_does() -> None:
+    messages = [Message.assistant("y", usage=Usage(cost=0.1)) for _ in range(10)]
+    assert ThreadStats().add(messages).cost == 0.9999999999999999  # not 1.0: no compensation
+
+
+def test_a_falsy_usage_still_counts() -> None:
+    message = Message.assistant("y", usage=_FalsyUsage(input_tokens=5, cost=math.inf))
+    assert not message.usage
+    stats = ThreadStats().add([message] * 9)
+    assert (stats.input_tokens, stats.cost) == (45, math.inf)
