@@ -19,7 +19,7 @@ from agent_threads.core.copies import replaced
 from agent_threads.core.limits import check_json, check_text
 from agent_threads.core.tags import labels_to_tags, stored_tags
 from agent_threads.errors import ConflictError, InvalidValueError, StoreCorruptedError
-from agent_threads.messages import Message
+from agent_threads.messages import Message, Usage
 from agent_threads.state import ImmutableState
 
 if TYPE_CHECKING:  # the store protocol sits above this module; only its type is needed
@@ -53,7 +53,7 @@ class ThreadStats(BaseModel):
     def add(self, messages: Iterable[Message]) -> ThreadStats:
         """These stats plus the given messages (summed in C: no step in Python for each)."""
         batch = list(messages)
-        usages = list(filter(_given, map(_USAGE, batch)))
+        usages = given_usages(batch)
         if not usages:  # valid as they are: only the count grows (every field given, as below)
             return replaced(
                 self, {**self.__dict__, "message_count": self.message_count + len(batch)}
@@ -65,6 +65,11 @@ class ThreadStats(BaseModel):
             # added in order, as `cost += ...` would: `sum` of floats compensates since 3.12
             cost=self.cost + reduce(add, map(_COST, usages), 0.0),
         )
+
+
+def given_usages(messages: Iterable[Message]) -> list[Usage]:
+    """The usages the messages give, in order (found in C, no step in Python for each)."""
+    return list(filter(_given, map(_USAGE, messages)))
 
 
 _USAGE = attrgetter("usage")

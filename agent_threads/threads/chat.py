@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from itertools import chain, repeat
-from operator import attrgetter, contains, is_not
+from operator import attrgetter, contains
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
@@ -24,6 +24,7 @@ from agent_threads.core.records import (
     ThreadData,
     ThreadStats,
     clean_metadata,
+    given_usages,
     put_new,
     thread_exists,
     validation_problems,
@@ -140,10 +141,8 @@ _TO_JSON = Message.__pydantic_serializer__.to_json
 _ID = attrgetter("id")
 _METADATA = attrgetter("metadata")
 _CONTENTS = attrgetter("contents")
-_USAGE = attrgetter("usage")
 _COST = attrgetter("cost")
 _DATA = attrgetter("data")
-_given = partial(is_not, None)
 
 _new_row = partial(tuple.__new__, Row)
 """`Row(message_id, data)` of a pair, made in C (`Row._make`, without its Python call)."""
@@ -217,7 +216,7 @@ def _plainly_storable(messages: Sequence[Message]) -> bool:
     return (
         not any(map(_METADATA, messages))
         and set(map(type, chain.from_iterable(map(_CONTENTS, messages)))) <= _PLAIN_PARTS
-        and all(map(math.isfinite, map(_COST, filter(_given, map(_USAGE, messages)))))
+        and all(map(math.isfinite, map(_COST, given_usages(messages))))
     )
 
 
