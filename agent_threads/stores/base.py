@@ -108,6 +108,18 @@ class Record(BaseModel):
     data: dict[str, JsonValue] = Field(default_factory=dict)
 
 
+_RECORD_TO_JSON = Record.__pydantic_serializer__.to_json
+
+
+def record_json(record: Record) -> str:
+    """The record's JSON text, exactly `record.model_dump_json()`.
+
+    Without that method's per-call wrapper, which handles options no store uses: a third
+    of the call for a thread's record of ~750 bytes (4.0 against 6.0 us here).
+    """
+    return _RECORD_TO_JSON(record).decode()
+
+
 class Row(NamedTuple):
     """One message as stored in a segment: its id (for lookups) and its JSON text."""
 

@@ -13,6 +13,7 @@ from agent_threads.stores.base import (
     RowWrite,
     StoreBase,
     check_read,
+    record_json,
     stored_version,
     version_conflict,
 )
@@ -60,7 +61,7 @@ class MemoryStore(StoreBase):
         if found != expected_version:
             raise version_conflict(record.kind, record.id, expected_version, found)
         stored = replaced(record, {"version": stored_version(expected_version)})
-        self._records[key] = stored.model_dump_json()
+        self._records[key] = record_json(stored)
         return stored
 
     async def _do_delete_record(

@@ -75,6 +75,7 @@ from agent_threads.stores.base import (
     StoreBase,
     check_read,
     check_timeout,
+    record_json,
     redact_url,
     stored_version,
     version_conflict,
@@ -583,7 +584,7 @@ class RedisStore(StoreBase):
             keys.append(self._record_key(record.kind, record.id))
             head += [f"{record.kind}/{record.id}", str(expected_version), str(record.version)]
             head += [record.owner or "", *record.tags]
-            doc = record.model_dump_json()
+            doc = record_json(record)
             where = f"Redis key {keys[-1]!r}" if not writes else self._anywhere
         args = ["\n".join(head) + "\n", doc, *values]  # ids and tags hold no newline
         with _foreign_keys_are_corruption(where):
