@@ -6,6 +6,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from agent_threads.stores._sqlite_steps import RefusalT, Steps, run
+
 BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 """SQLite's primary result codes that mean "another connection holds the lock"."""
 
@@ -79,13 +81,28 @@ class InlineConnection:
                 raise Busy from exc
             raise
 
-    def write(self, sql: str, parameters: Sequence[Any], *, chunks: int, data_bytes: int) -> None:
-        """Run one writing statement, its own transaction (all or nothing).
+    def transaction(self, steps: Steps[RefusalT], *, chunks: int, data_bytes: int) -> RefusalT:
+        """Run a write of several statements as one transaction (see `_sqlite_steps`).
 
-        `chunks` and `data_bytes` tell about how many pages it writes to the WAL.
+        Committed if the steps went through; rolled back, with their refusal returned,
+        if not, and on any error. `Busy` if the write lock is taken, nothing written.
         """
-        self.fetch(sql, parameters)
-        self._pages += PAGES_PER_WRITE + PAGES_PER_CHUNK * chunks + data_bytes // PAGE_BYTES
+        try:
+            self._connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise Busy from exc
+            raise
+        try:
+            refusal = run(self._connection, steps)
+            self._connection.execute("COMMIT" if refusal is None else "ROLLBACK")
+        except BaseException:
+            if self._connection.in_transaction:
+                self._connection.execute("ROLLBACK")
+            raise
+        if refusal is None:
+            self._pages += PAGES_PER_WRITE + PAGES_PER_CHUNK * chunks + data_bytes // PAGE_BYTES
+        return refusal
 
     @property
     def checkpoint_due(self) -> bool:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import json
 import math
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeAlias
 
 import aiosqlite
 import anyio
@@ -29,6 +29,7 @@ from agent_threads.errors import (
     StoreUnavailableError,
 )
 from agent_threads.stores._sqlite_inline import Busy, InlineConnection
+from agent_threads.stores._sqlite_steps import Step, Steps, run_async
 from agent_threads.stores.base import (
     CONNECTION_ERRORS,
     ErrorRule,
@@ -38,6 +39,7 @@ from agent_threads.stores.base import (
     RowWrite,
     StoreBase,
     digest_of,
+    record_json,
     stored_version,
     version_conflict,
 )
@@ -171,11 +173,6 @@ its cost; searching a few hundred chunks' id lists costs less than that write, a
 catch-up then moves them all in one transaction.
 """
 
-_APPEND = (
-    "INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
-)
-
 _DRIVER_ERRORS = (
     # another connection held the write lock for the whole busy timeout
     ErrorRule(sqlite3.OperationalError, StoreUnavailableError, "locked"),
@@ -185,19 +182,6 @@ _DRIVER_ERRORS = (
     *CONNECTION_ERRORS,
 )
 """What SQLite's errors mean here (see `StoreBase`)."""
-
-_CHUNKS_PER_STATEMENT = 100
-"""Chunks one INSERT writes: 600 parameters, under SQLite's lowest limit (999)."""
-
-_COMMIT_INTO = (
-    "INSERT INTO commits (segment, start, count, message_ids, data, written_at,"
-    " kind, id, version, owner, body, expected) VALUES "
-)
-_COMMIT = _COMMIT_INTO + "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-
-_ROWS_PER_COMMIT = 83
-"""Rows (chunks and the record) one INSERT into `commits` writes: at most 498 parameters,
-6 a row (see `_commit_statement`); one executemany of full rows in a transaction writes more."""
 
 INLINE_BYTES = 1 << 17
 """The most data a write runs inline (on the event loop's thread, see `InlineConnection`);
@@ -216,40 +200,145 @@ INLINE_ROWS = 1024
 aiosqlite's thread."""
 
 
-@functools.cache
-def _commit_statement(chunks: int, *, owner: bool) -> str:
-    """An INSERT into the `commits` view of `chunks` chunk rows, then the record's row.
-
-    One statement, all or nothing. A row's unused columns are NULL in the text, not
-    parameters, and so is the record's owner when it has none (`owner` False): the
-    sqlite3 module binds a None only after looking for an adapter for it, which fails
-    through two attribute lookups and a formatted AttributeError, ~3,400 instructions
-    a None (callgrind: the 13 Nones of a one-message commit were a fifth of its statement).
-    """
-    chunk_row = "(?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL, NULL, NULL)"
-    record_row = f"(NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, ?, {'?' if owner else 'NULL'}, ?, ?)"
-    return _COMMIT_INTO + ", ".join([chunk_row] * chunks + [record_row])
-
-
-@functools.cache
-def _append_statement(chunks: int) -> str:
-    """An INSERT of `chunks` chunks into the `appends` view (one statement, all or nothing)."""
-    return _APPEND + ", (?, ?, ?, ?, ?, ?)" * (chunks - 1)
-
-
-def _flat(chunks: list[tuple[Any, ...]]) -> list[Any]:
-    return list(itertools.chain.from_iterable(chunks))
-
-
-def _ownerless(record_row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A record row of `_commit_statement(..., owner=False)`: without its owner (None)."""
-    return record_row[:3] + record_row[4:]
-
-
 _TOUCH = (
     "INSERT INTO segments (name, written_at) VALUES (?, ?)"
     " ON CONFLICT (name) DO UPDATE SET written_at = excluded.written_at"
 )
+
+_REFRESH_AFTER = 1.0
+"""Seconds a segment's time of last write may lag behind a commit writing to it.
+
+A commit refreshes it only when it is older: the UPDATE costs an append more than a
+tenth (~17k of ~100k instructions of SQL), and vacuum never needs it fresher. What a
+commit writes to, its record references (in the same transaction), so no vacuum can
+take it for garbage; a new segment's time is its creation's. `append_rows`, whose
+rows no record references yet, refreshes it on each write.
+"""
+
+_FIND_SEGMENT = (
+    "SELECT s.id, s.written_at,"
+    # the last chunk before the end of the positions wanted: it holds one of them if it
+    # reaches past the first (chunks never overlap, and one of an earlier segment ends
+    # at its own segment's end at the latest)
+    " COALESCE((SELECT c.key + c.count FROM chunks AS c"
+    f"  WHERE c.key < s.id * {POSITIONS} + ?2 + ?3 ORDER BY c.key DESC LIMIT 1), 0)"
+    f"  > s.id * {POSITIONS} + ?2"
+    " FROM segments AS s WHERE s.name = ?1"
+)
+"""Segment `?1`'s number, its time of last write, and whether a chunk holds a position
+of `?2 <= p < ?2 + ?3` (no row: no such segment)."""
+
+_NEW_SEGMENT = "INSERT INTO segments (name, written_at) VALUES (?, ?)"
+_REFRESH = "UPDATE segments SET written_at = ? WHERE id = ?"
+_NEW_CHUNK = "INSERT INTO chunks (key, count, data) VALUES (?, ?, ?)"
+_UNINDEXED = "INSERT INTO unindexed (key, message_ids) VALUES (?, ?)"
+
+
+class _Chunk(NamedTuple):
+    """Rows written as one chunk: `count` rows from `start` on, joined by newlines."""
+
+    segment_id: str
+    start: int
+    length: int
+    message_ids: str
+    data: str
+    written_at: float
+
+
+_new_chunk = functools.partial(tuple.__new__, _Chunk)
+"""`_Chunk(...)` of a tuple of its fields, made in C (without its Python `__new__`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    """A write refused: a chunk already holds a position of this one's chunk."""
+
+    segment_id: str
+    start: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Stale:
+    """A write refused: the record's stored version is not the one expected."""
+
+
+_Refusal: TypeAlias = _Taken | _Stale
+
+
+class _Refused(Exception):
+    """Rolls back a transaction run through aiosqlite whose steps refused to go on."""
+
+    def __init__(self, refusal: _Refusal) -> None:
+        super().__init__(refusal)
+        self.refusal = refusal
+
+
+def _write_steps(
+    chunks: Sequence[_Chunk], record: Step | None, *, refresh_after: float
+) -> Steps[_Refusal | None]:
+    """The statements of a write: its chunks, then the record's compare-and-set.
+
+    Run in one transaction (see `_sqlite_steps`). Each chunk first looks its segment
+    up, with whether its positions are free, in one read; the segment is created if
+    it is new, and its time of last write refreshed if older than `refresh_after`
+    seconds. Plain statements, no triggers: through the `commits` view and its
+    triggers (schema 3 and 4; kept for processes of that code still running), an
+    append of one ~550-byte message cost 163k instructions in the sqlite3 module,
+    these 93k (callgrind).
+    """
+    for chunk in chunks:
+        wanted = (chunk.segment_id, chunk.start, chunk.length)
+        found = yield (_FIND_SEGMENT, wanted, True)
+        if not found:
+            yield (_NEW_SEGMENT, (chunk.segment_id, chunk.written_at), False)
+            found = yield (_FIND_SEGMENT, wanted, True)
+        number, written_at, taken = found[0]
+        if taken:
+            return _Taken(*wanted)
+        if chunk.written_at - written_at > refresh_after:
+            yield (_REFRESH, (chunk.written_at, number), False)
+        key = number * POSITIONS + chunk.start
+        yield (_NEW_CHUNK, (key, chunk.length, chunk.data), False)
+        yield (_UNINDEXED, (key, chunk.message_ids), False)
+    if record is not None and (yield record) != 1:
+        return _Stale()
+    return None
+
+
+def _record_step(record: Record, body: str, expected_version: int) -> Step:
+    """The record's compare-and-set.
+
+    It changes one row if the stored version is `expected_version` (0: no record
+    stored), none otherwise.
+    """
+    statement = _record_statement(new=expected_version == 0, owner=record.owner is not None)
+    owner = () if record.owner is None else (record.owner,)
+    if expected_version == 0:
+        return (statement, (record.kind, record.id, record.version, *owner, body), False)
+    parameters = (record.version, *owner, body, record.kind, record.id, expected_version)
+    return (statement, parameters, False)
+
+
+@functools.cache
+def _record_statement(*, new: bool, owner: bool) -> str:
+    """The statement of `_record_step`.
+
+    The owner is NULL in its text when the record has none: the sqlite3 module binds a
+    None only after looking for an adapter for it, which fails through two attribute
+    lookups and a formatted AttributeError (~3,400 instructions).
+    """
+    value = "?" if owner else "NULL"
+    if new:
+        return (
+            "INSERT INTO records (kind, id, version, owner, body)"
+            f" VALUES (?, ?, ?, {value}, ?) ON CONFLICT (kind, id) DO NOTHING"
+        )
+    return (
+        f"UPDATE records SET version = ?, owner = {value}, body = ?"
+        " WHERE kind = ? AND id = ? AND version = ?"
+    )
+
 
 _OVERLAPPING = (
     f" FROM {_BASE} AS s, chunks AS c"
@@ -296,7 +385,9 @@ class SQLiteStore(StoreBase):
     `(segment, first position)`; appends longer than `CHUNK_CHARS` are split. So an
     append writes one table entry rather than one per row plus one per index entry, and
     reading a row reads its chunk. A chunk overlapping one already written is refused,
-    so two appenders at the same position collide instead of overwriting.
+    so two appenders at the same position collide instead of overwriting. A commit (an
+    append's chunks and the record that publishes them) is one transaction of plain
+    statements, run on the event loop's thread without an await in between (below).
 
     The message-id index (`locate_message`) is deferred: an append only notes its
     chunk's message ids, and the next `locate_message`, from any process, first moves
@@ -494,28 +585,6 @@ class SQLiteStore(StoreBase):
         async with self._statement() as connection:
             return list(await connection.execute_fetchall(sql, parameters))
 
-    async def _write(
-        self, sql: str, parameters: Sequence[Any], *, chunks: int, data_bytes: int
-    ) -> None:
-        """Run one writing statement (its own transaction): inline unless large or busy.
-
-        As `_query`, a cancellation lands before the statement, writing nothing, and a
-        loop of appends never keeps other tasks from running (see `_take_turn`).
-        """
-        if self._inline is not None and data_bytes <= INLINE_BYTES:
-            await self._take_turn()
-            inline = self._inline  # closed meanwhile: `_statement` says so
-            if inline is not None:
-                try:
-                    inline.write(sql, parameters, chunks=chunks, data_bytes=data_bytes)
-                except Busy:
-                    pass  # another writer holds the lock: wait for it off the event loop
-                else:
-                    self._checkpoint_if_due(inline)
-                    return
-        async with self._statement() as connection:
-            await connection.execute(sql, parameters)
-
     async def _take_turn(self) -> None:
         """Before an inline statement: land a cancellation, let other tasks run if due.
 
@@ -602,47 +671,26 @@ class SQLiteStore(StoreBase):
     # -- segments -------------------------------------------------------------------
 
     async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
-        """Write `rows` in one statement, all or nothing.
+        """Write `rows` in one transaction, all or nothing (see `_write_steps`).
 
-        One statement (so its own transaction, and one round trip to aiosqlite's thread)
-        inserts every chunk into the `appends` view, whose trigger refuses a chunk
-        overlapping one already written: that is what makes two appenders at the same
-        position collide.
+        A chunk overlapping one already written is refused: that is what makes two
+        appenders at the same position collide. No rows still record the segment as
+        written, as every store does.
         """
         message_ids, data = _columns(rows)
         if start + len(rows) > POSITIONS:
             raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
-        chunks = _chunks(segment_id, start, message_ids, data, time.time())
-        try:
-            if 0 < len(chunks) <= _CHUNKS_PER_STATEMENT:
-                size = sum(_size(chunk[4]) for chunk in chunks)
-                await self._write(
-                    _append_statement(len(chunks)),
-                    _flat(chunks),
-                    chunks=len(chunks),
-                    data_bytes=size,
-                )
-            else:
-                await self._append_chunks(segment_id, chunks)
-        except sqlite3.IntegrityError as exc:
-            if _TAKEN not in str(exc):
-                raise
-            held = await self._held(segment_id, start, len(rows))
-            position = start if held is None else held  # None: vacuumed meanwhile
-            raise ConflictError(
-                f"segment {segment_id!r}", detail=f"position {position} is already written"
-            ) from exc
-
-    async def _append_chunks(self, segment_id: str, chunks: list[tuple[Any, ...]]) -> None:
-        """More chunks than one statement takes (an append of megabytes), or none.
-
-        In one transaction; no chunk at all (no rows) still records the segment as
-        written, as every store does.
-        """
-        async with self._transaction() as connection:
-            if not chunks:
-                await connection.execute(_TOUCH, (segment_id, time.time()))
-            await connection.executemany(_APPEND, chunks)
+        now = time.time()
+        chunks = _chunks(segment_id, start, message_ids, data, now)
+        if not chunks:
+            async with self._statement() as connection:
+                await connection.execute(_TOUCH, (segment_id, now))
+            return
+        size = sum(_size(chunk.data) for chunk in chunks)
+        steps = functools.partial(_write_steps, chunks, None, refresh_after=0.0)
+        refusal = await self._transact(steps, chunks=len(chunks), data_bytes=size)
+        if refusal is not None:
+            raise await self._refused(refusal, None, 0)
 
     async def _held(self, segment_id: str, start: int, count: int) -> int | None:
         """The first position of `[start, start + count)` that some chunk holds, if any."""
@@ -655,67 +703,77 @@ class SQLiteStore(StoreBase):
     async def _do_commit(
         self, writes: Sequence[RowWrite], record: Record, *, expected_version: int
     ) -> Record:
-        """Write every chunk and the record with one INSERT into the `commits` view.
+        """Write every chunk and the record in one transaction (see `_write_steps`).
 
-        One statement: its own transaction, one round trip to aiosqlite's thread, one
-        commit. Its triggers refuse a chunk overlapping one already written and a record
-        whose stored version is not `expected_version`, rolling the whole statement back.
-        A commit of more chunks than a statement takes runs as several in a transaction.
+        A chunk overlapping one already written, or a record whose stored version is
+        not `expected_version`, rolls it all back.
         """
         stored = replaced(record, {"version": stored_version(expected_version)})
         now = time.time()
-        chunks: list[tuple[Any, ...]] = []
+        chunks: list[_Chunk] = []
         for write in writes:
             if write.start + len(write.rows) > POSITIONS:
                 raise ValueError(f"segment {write.segment_id!r}: positions end at {POSITIONS - 1}")
             if write.rows:
                 message_ids, data = _columns(write.rows)
                 chunks += _chunks(write.segment_id, write.start, message_ids, data, now)
-        body = stored.model_dump_json()
-        owner = stored.owner is not None
-        record_row = (stored.kind, stored.id, stored.version, stored.owner, body, expected_version)
-        try:
-            if len(chunks) < _ROWS_PER_COMMIT:
-                size = _size(body) + sum(_size(chunk[4]) for chunk in chunks)
-                await self._write(
-                    _commit_statement(len(chunks), owner=owner),
-                    _flat([*chunks, record_row if owner else _ownerless(record_row)]),
-                    chunks=len(chunks),
-                    data_bytes=size,
-                )
-            else:
-                values = [(*chunk, *(None,) * 6) for chunk in chunks]
-                values.append((None,) * 6 + record_row)
-                async with self._transaction() as connection:
-                    await connection.executemany(_COMMIT, values)
-        except sqlite3.IntegrityError as exc:
-            raise await self._commit_conflict(exc, writes, record, expected_version) from exc
+        body = record_json(stored)
+        size = _size(body) + sum(_size(chunk.data) for chunk in chunks)
+        steps = functools.partial(
+            _write_steps,
+            chunks,
+            _record_step(stored, body, expected_version),
+            refresh_after=_REFRESH_AFTER,
+        )
+        refusal = await self._transact(steps, chunks=len(chunks), data_bytes=size)
+        if refusal is not None:
+            raise await self._refused(refusal, record, expected_version)
         return stored
 
-    async def _commit_conflict(
-        self,
-        exc: sqlite3.IntegrityError,
-        writes: Sequence[RowWrite],
-        record: Record,
-        expected_version: int,
-    ) -> Exception:
-        """The ConflictError that says why a commit was refused (else `exc` itself)."""
-        if _STALE in str(exc):
-            async with self._statement() as connection:
-                found = await self._version(connection, record.kind, record.id)
-            return version_conflict(record.kind, record.id, expected_version, found)
-        if _TAKEN not in str(exc):
-            return exc
-        for write in writes:
-            held = await self._held(write.segment_id, write.start, len(write.rows))
-            if held is not None:
-                return ConflictError(
-                    f"segment {write.segment_id!r}", detail=f"position {held} is already written"
-                )
-        first = writes[0] if writes else RowWrite("?", 0, ())
-        return ConflictError(  # gone again (vacuumed meanwhile): name where the write began
-            f"segment {first.segment_id!r}", detail=f"position {first.start} is already written"
-        )
+    async def _transact(
+        self, steps: Callable[[], Steps[_Refusal | None]], *, chunks: int, data_bytes: int
+    ) -> _Refusal | None:
+        """Run a write of several statements in one transaction: inline unless large or busy.
+
+        As `_query`, a cancellation lands before the transaction, writing nothing, and
+        a loop of appends never keeps other tasks from running (see `_take_turn`).
+        Inline, the whole transaction runs without an await, so nothing can cancel it
+        half-way; through aiosqlite, `_transaction` rolls back what a cancellation cut.
+        """
+        if self._inline is not None and data_bytes <= INLINE_BYTES:
+            await self._take_turn()
+            inline = self._inline  # closed meanwhile: `_statement` says so
+            if inline is not None:
+                try:
+                    refusal = inline.transaction(steps(), chunks=chunks, data_bytes=data_bytes)
+                except Busy:
+                    pass  # another writer holds the lock: wait for it off the event loop
+                else:
+                    self._checkpoint_if_due(inline)
+                    return refusal
+        try:
+            async with self._transaction() as connection:
+                refusal = await run_async(connection, steps())
+                if refusal is not None:
+                    raise _Refused(refusal)  # rolls the transaction back
+        except _Refused as refused:
+            return refused.refusal
+        return None
+
+    async def _refused(
+        self, refusal: _Refusal, record: Record | None, expected_version: int
+    ) -> ConflictError:
+        """The ConflictError that says why a write was refused."""
+        if isinstance(refusal, _Taken):
+            held = await self._held(refusal.segment_id, refusal.start, refusal.length)
+            position = refusal.start if held is None else held  # None: vacuumed meanwhile
+            return ConflictError(
+                f"segment {refusal.segment_id!r}", detail=f"position {position} is already written"
+            )
+        assert record is not None  # only a write with a record is refused as stale
+        async with self._statement() as connection:
+            found = await self._version(connection, record.kind, record.id)
+        return version_conflict(record.kind, record.id, expected_version, found)
 
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
         lo, hi = min(max(start, 0), POSITIONS), min(end, POSITIONS)  # bindable
@@ -963,13 +1021,14 @@ def _chunks(
     message_ids: Sequence[str],
     data: Sequence[str],
     written_at: float,
-) -> list[tuple[Any, ...]]:
-    """The `appends` rows for rows at `start`: one chunk, unless long or holding newlines."""
+) -> list[_Chunk]:
+    """The chunks of rows at `start`: one, unless long or holding newlines."""
     joined = "\n".join(data)
     if len(joined) <= CHUNK_CHARS and joined.count("\n") == len(data) - 1:  # the usual append
-        return [(segment_id, start, len(data), "\n".join(message_ids), joined, written_at)]
+        ids = "\n".join(message_ids)
+        return [_new_chunk((segment_id, start, len(data), ids, joined, written_at))]
     return [
-        (
+        _Chunk(
             segment_id,
             start + lo,
             hi - lo,

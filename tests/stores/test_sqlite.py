@@ -36,6 +36,7 @@ from agent_threads.stores._sqlite_inline import (
     Busy,
     InlineConnection,
 )
+from agent_threads.stores._sqlite_steps import Steps
 from tests.ticker import ticks_during
 
 SMALL_WRITES_PER_CHECKPOINT = -(-CHECKPOINT_PAGES // (PAGES_PER_WRITE + PAGES_PER_CHUNK))
@@ -547,6 +548,10 @@ def _held_exclusively(path: str) -> sqlite3.Connection:
     return holder
 
 
+def _insert_one() -> Steps[None]:
+    yield ("INSERT INTO t (x) VALUES (1)", (), False)
+
+
 def test_the_inline_connection_waits_for_a_lock_while_it_opens_and_never_after(
     tmp_path: Path,
 ) -> None:
@@ -568,7 +573,7 @@ def test_the_inline_connection_waits_for_a_lock_while_it_opens_and_never_after(
     release = threading.Timer(2.0, writer.close)  # rolls back
     release.start()
     with pytest.raises(Busy):  # at once: one that waited would write after the release
-        inline.write("INSERT INTO t (x) VALUES (1)", (), chunks=0, data_bytes=0)
+        inline.transaction(_insert_one(), chunks=0, data_bytes=0)
     release.join()
     assert inline.fetch("SELECT count(*) FROM t", ()) == [(0,)]
     inline.close()
