@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import re
 import threading
@@ -32,16 +33,17 @@ def new_id() -> str:
     the same millisecond, then 62 random bits.
     """
     global _last_ms, _counter
+    random = int.from_bytes(os.urandom(9), "big")  # one system call: 8 bytes, then 1
     with _lock:
         now_ms = time.time_ns() // 1_000_000
         if now_ms > _last_ms:
-            _last_ms, _counter = now_ms, int.from_bytes(os.urandom(1), "big")
+            _last_ms, _counter = now_ms, random & 0xFF
         else:
             _counter += 1
             if _counter > 0xFFF:  # counter overflow: borrow the next millisecond
                 _last_ms, _counter = _last_ms + 1, 0
         ms, counter = _last_ms, _counter
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    rand = (random >> 8) & ((1 << 62) - 1)
     value = (ms << 80) | (0x7 << 76) | (counter << 64) | (0b10 << 62) | rand
     digits = f"{value:032x}"  # str(uuid.UUID(int=value)), without building the UUID
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
@@ -82,17 +84,23 @@ _RAW_MARK = "~"
 """Starts a packed id that is not a canonical UUID (`~` never starts a valid id)."""
 
 
+@functools.lru_cache(maxsize=256)
 def id_time(value: str) -> datetime | None:
-    """When a UUIDv7 id was made (to the millisecond, UTC); None for any other id."""
+    """When a UUIDv7 id was made (to the millisecond, UTC); None for any other id.
+
+    Cached: a new checkpoint's time is its id's, asked for again when its row is written.
+    """
     if not _UUIDV7.fullmatch(value):
         return None
     return _EPOCH + timedelta(milliseconds=int(value[:8] + value[9:13], 16))
 
 
+@functools.lru_cache(maxsize=1024)
 def pack_id(value: str) -> str:
     """A short form of an id for compact rows: 22 characters for a canonical UUID.
 
-    Other ids are kept whole behind a `~`. `unpack_id` reverses it exactly.
+    Other ids are kept whole behind a `~`. `unpack_id` reverses it exactly. Cached: a
+    checkpoint log's rows name the same few segments again and again.
     """
     if not _CANONICAL_UUID.fullmatch(value):
         return _RAW_MARK + value

@@ -51,6 +51,7 @@ from agent_threads.timetravel.checkpoint import (
     CheckpointReason,
     decode_row,
     encode_row,
+    made_checkpoint,
     new_checkpoint_time,
 )
 from agent_threads.timetravel.protocol import CheckpointedThread
@@ -266,18 +267,20 @@ def new_checkpoint(
 ) -> Checkpoint:
     """A new checkpoint of the thread holding `ranges` (with the handle's state)."""
     checkpoint_id = new_id()
-    return Checkpoint(
-        id=checkpoint_id,
-        thread_id=thread.id,
-        label=label,
-        reason=reason,
-        created_at=new_checkpoint_time(checkpoint_id),
-        message_count=pieces.length(ranges),
-        last_message_id=last_message_id,
-        metadata=metadata or {},
-        stats=stats,
-        state_digest=thread.state_digest,
-        ranges=tuple((r.segment_id, r.start, r.end) for r in ranges),
+    return made_checkpoint(  # each value checked already: the label and metadata cleaned
+        {
+            "id": checkpoint_id,
+            "thread_id": thread.id,
+            "label": label,
+            "reason": reason,
+            "created_at": new_checkpoint_time(checkpoint_id),
+            "message_count": pieces.length(ranges),
+            "last_message_id": last_message_id,
+            "metadata": metadata or {},
+            "stats": stats,
+            "state_digest": thread.state_digest,
+            "ranges": tuple((r.segment_id, r.start, r.end) for r in ranges),
+        }
     )
 
 

@@ -21,7 +21,12 @@ from agent_threads.core.ids import (
 )
 from agent_threads.core.records import SCHEMA_VERSION, THREAD_KIND, ThreadStats
 from agent_threads.stores.base import Row
-from agent_threads.timetravel.checkpoint import decode_row, encode_row, new_checkpoint_time
+from agent_threads.timetravel.checkpoint import (
+    decode_row,
+    encode_row,
+    made_checkpoint,
+    new_checkpoint_time,
+)
 from agent_threads.timetravel.checkpoints import CHECKPOINT_KIND, log_ranges
 
 from .legacy_threads import make_legacy
@@ -112,6 +117,34 @@ def test_a_checkpoint_row_reads_back_exactly(checkpoint: Checkpoint) -> None:
     row = encode_row(checkpoint)
     assert "\n" not in row
     assert decode_row(row, "t") == checkpoint
+
+
+@given(checkpoints)
+def test_a_checkpoint_made_without_validation_equals_the_validated_one(
+    checkpoint: Checkpoint,
+) -> None:
+    made = made_checkpoint(dict(checkpoint))
+    assert made == checkpoint
+    assert made.model_fields_set == checkpoint.model_fields_set
+    assert made.model_dump() == checkpoint.model_dump()
+    assert Checkpoint.model_validate(made.model_dump()) == made
+
+
+def test_a_row_holding_infinity_is_refused_and_one_holding_such_text_written() -> None:
+    cid = new_id()
+    infinite = Checkpoint(
+        id=cid,
+        thread_id="t",
+        created_at=new_checkpoint_time(cid),
+        message_count=0,
+        stats=ThreadStats(cost=float("inf")),
+    )
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        encode_row(infinite)
+    wordy = infinite.model_copy(
+        update={"stats": ThreadStats(cost=1.5), "metadata": {"NaN": "Infinity"}, "label": "NaN"}
+    )
+    assert decode_row(encode_row(wordy), "t") == wordy
 
 
 def test_a_new_checkpoint_row_is_compact() -> None:
