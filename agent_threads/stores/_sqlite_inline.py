@@ -71,6 +71,7 @@ class InlineConnection:
             self._connection.close()
             raise
         self._pages = 0
+        self._cursor = self._connection.cursor()  # for transactions (see `_sqlite_steps.run`)
 
     def fetch(self, sql: str, parameters: Sequence[Any]) -> list[Any]:
         """The rows of a query (its own read transaction, ended before this returns)."""
@@ -87,15 +88,16 @@ class InlineConnection:
         Committed if the steps went through; rolled back, with their refusal returned,
         if not, and on any error. `Busy` if the write lock is taken, nothing written.
         """
+        cursor = self._cursor
         try:
-            self._connection.execute("BEGIN IMMEDIATE")
+            cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if _is_busy(exc):
                 raise Busy from exc
             raise
         try:
-            refusal = run(self._connection, steps)
-            self._connection.execute("COMMIT" if refusal is None else "ROLLBACK")
+            refusal = run(cursor, steps)
+            cursor.execute("COMMIT" if refusal is None else "ROLLBACK")
         except BaseException:
             if self._connection.in_transaction:
                 self._connection.execute("ROLLBACK")

@@ -28,13 +28,17 @@ Steps = Generator[Step, Any, RefusalT]
 """A write: sent each step's answer, it returns its outcome (a refusal, or None)."""
 
 
-def run(connection: sqlite3.Connection, steps: Steps[RefusalT]) -> RefusalT:
-    """Run the steps on `connection`, inside a transaction the caller holds."""
+def run(cursor: sqlite3.Cursor, steps: Steps[RefusalT]) -> RefusalT:
+    """Run the steps through `cursor`, inside a transaction the caller holds.
+
+    One cursor for them all: `Connection.execute` makes a cursor a statement, ~1,100
+    instructions each (callgrind), 8% of what the sqlite3 module spends on a commit.
+    """
     answer: Any = None
     try:
         while True:
             sql, parameters, rows = steps.send(answer)
-            cursor = connection.execute(sql, parameters)
+            cursor.execute(sql, parameters)
             answer = cursor.fetchall() if rows else cursor.rowcount
     except StopIteration as done:
         outcome: RefusalT = done.value
