@@ -77,18 +77,6 @@ from agent_threads.errors import (
 DEFAULT_VACUUM_GRACE = 60.0
 """Seconds during which a freshly written segment or blob is never vacuumed."""
 
-COMMIT_TIME_LAG = 1.0
-"""Seconds a segment's time of last write (`list_segments`) may lag behind a `commit`
-that writes to it (SQLiteStore, PostgresStore).
-
-Such a commit refreshes the time only when it is older: rewriting it on each append
-costs SQLite a tenth of its statements' instructions, and PostgreSQL a row version a
-write. Vacuum never needs it fresher: what a commit writes to, its record references
-in the same transaction, so no vacuum can take it for garbage, and a new segment's time
-is its creation's. `append_rows`, whose rows no record references yet, refreshes it on
-each write.
-"""
-
 DEFAULT_CONNECT_TIMEOUT = 5.0
 """Seconds a networked store (Redis, PostgreSQL) waits to open a connection."""
 

@@ -57,7 +57,6 @@ from agent_threads.errors import (
     StoreUnavailableError,
 )
 from agent_threads.stores.base import (
-    COMMIT_TIME_LAG,
     CONNECTION_ERRORS,
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
@@ -185,8 +184,7 @@ touched AS (
     INSERT INTO segments (segment_id, written_at)
     SELECT segment_id, $7::double precision FROM {segment_ids} AS s(segment_id)
     WHERE EXISTS (SELECT FROM written)
-    ON CONFLICT (segment_id) DO UPDATE SET written_at = EXCLUDED.written_at
-    WHERE segments.written_at < EXCLUDED.written_at - {COMMIT_TIME_LAG}),
+    ON CONFLICT (segment_id) DO UPDATE SET written_at = EXCLUDED.written_at),
 appended AS (
     INSERT INTO segment_rows (segment_id, position, message_id, data)
     SELECT * FROM {row_values} AS r

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
@@ -647,27 +646,3 @@ def test_bad_timeouts_are_refused_by_name(bad: Any) -> None:
     nothing: Any = None  # waiting forever to connect is never wanted
     with pytest.raises(ValueError, match="connect_timeout"):
         PostgresStore(POSTGRES_DSN, connect_timeout=nothing)
-
-
-async def test_a_commit_refreshes_a_segments_time_once_a_second_append_rows_each_time(
-    store: PostgresStore, admin: asyncpg.Connection
-) -> None:
-    record = await store.commit(
-        [RowWrite("seg", 0, [Row("m0", "{}")])], Record(kind="k", id="r"), expected_version=0
-    )
-    created = (await store.list_segments())["seg"]
-    record = await store.commit(
-        [RowWrite("seg", 1, [Row("m1", "{}")])], record, expected_version=record.version
-    )
-    assert (await store.list_segments())["seg"] == created  # not a second later yet
-    await admin.execute(f'UPDATE "{store.schema}".segments SET written_at = written_at - 2')
-    before = time.time()
-    record = await store.commit(
-        [RowWrite("seg", 2, [Row("m2", "{}")])], record, expected_version=record.version
-    )
-    assert (await store.list_segments())["seg"] >= before
-    await store.append_rows("plain", 0, [Row("p0", "{}")])
-    first = (await store.list_segments())["plain"]
-    await anyio.sleep(0.01)
-    await store.append_rows("plain", 1, [Row("p1", "{}")])
-    assert (await store.list_segments())["plain"] > first
