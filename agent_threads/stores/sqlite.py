@@ -205,16 +205,6 @@ _TOUCH = (
     " ON CONFLICT (name) DO UPDATE SET written_at = excluded.written_at"
 )
 
-_REFRESH_AFTER = 1.0
-"""Seconds a segment's time of last write may lag behind a commit writing to it.
-
-A commit refreshes it only when it is older: the UPDATE costs an append more than a
-tenth (~17k of ~100k instructions of SQL), and vacuum never needs it fresher. What a
-commit writes to, its record references (in the same transaction), so no vacuum can
-take it for garbage; a new segment's time is its creation's. `append_rows`, whose
-rows no record references yet, refreshes it on each write.
-"""
-
 _FIND_SEGMENT = (
     "SELECT s.id, s.written_at,"
     # the last chunk before the end of the positions wanted: it holds one of them if it
@@ -274,18 +264,16 @@ class _Refused(Exception):
         self.refusal = refusal
 
 
-def _write_steps(
-    chunks: Sequence[_Chunk], record: Step | None, *, refresh_after: float
-) -> Steps[_Refusal | None]:
+def _write_steps(chunks: Sequence[_Chunk], record: Step | None) -> Steps[_Refusal | None]:
     """The statements of a write: its chunks, then the record's compare-and-set.
 
     Run in one transaction (see `_sqlite_steps`). Each chunk first looks its segment
     up, with whether its positions are free, in one read; the segment is created if
-    it is new, and its time of last write refreshed if older than `refresh_after`
-    seconds. Plain statements, no triggers: through the `commits` view and its
-    triggers (schema 3 and 4; kept for processes of that code still running), an
-    append of one ~550-byte message cost 163k instructions in the sqlite3 module,
-    these 93k (callgrind).
+    it is new, and its time of last write set to the write's (what a vacuum running
+    meanwhile checks before it deletes it). Plain statements, no triggers: through the
+    `commits` view and its triggers (schema 3 and 4; kept for processes of that code
+    still running), an append of one ~550-byte message cost 163k instructions in the
+    sqlite3 module, these 104k (callgrind).
     """
     for chunk in chunks:
         wanted = (chunk.segment_id, chunk.start, chunk.length)
@@ -296,7 +284,7 @@ def _write_steps(
         number, written_at, taken = found[0]
         if taken:
             return _Taken(*wanted)
-        if chunk.written_at - written_at > refresh_after:
+        if chunk.written_at > written_at:  # (a clock set back: the later time stays)
             yield (_REFRESH, (chunk.written_at, number), False)
         key = number * POSITIONS + chunk.start
         yield (_NEW_CHUNK, (key, chunk.length, chunk.data), False)
@@ -687,7 +675,7 @@ class SQLiteStore(StoreBase):
                 await connection.execute(_TOUCH, (segment_id, now))
             return
         size = sum(_size(chunk.data) for chunk in chunks)
-        steps = functools.partial(_write_steps, chunks, None, refresh_after=0.0)
+        steps = functools.partial(_write_steps, chunks, None)
         refusal = await self._transact(steps, chunks=len(chunks), data_bytes=size)
         if refusal is not None:
             raise await self._refused(refusal, None, 0)
@@ -720,10 +708,7 @@ class SQLiteStore(StoreBase):
         body = record_json(stored)
         size = _size(body) + sum(_size(chunk.data) for chunk in chunks)
         steps = functools.partial(
-            _write_steps,
-            chunks,
-            _record_step(stored, body, expected_version),
-            refresh_after=_REFRESH_AFTER,
+            _write_steps, chunks, _record_step(stored, body, expected_version)
         )
         refusal = await self._transact(steps, chunks=len(chunks), data_bytes=size)
         if refusal is not None:
