@@ -21,6 +21,22 @@ MAX_DEPTH = 64
 NUL_REASON = "holds a NUL character (U+0000), which PostgreSQL's JSON cannot store"
 """Refused in every store, so a thread can move between stores."""
 
+SURROGATE_REASON = "holds a lone surrogate (U+D800..U+DFFF), which UTF-8 cannot encode"
+"""Refused too: no store can write such text (a JSON or SQL driver fails on it)."""
+
+
+def _text_problem(text: str) -> str | None:
+    """Why no store could keep `text` as it is (None: any store can)."""
+    if "\x00" in text:
+        return NUL_REASON
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return SURROGATE_REASON
+    return None
+
+
 MAX_MESSAGE_BYTES = 16 * 2**20
 """The longest a message's JSON may be; set this module attribute to change it."""
 
@@ -35,8 +51,9 @@ def check_json(value: object, where: str) -> None:
     while stack:
         item, depth, parent, key = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                raise InvalidValueError(_path(parent, key), reason=NUL_REASON)
+            problem = _text_problem(item)
+            if problem is not None:
+                raise InvalidValueError(_path(parent, key), reason=problem)
             continue
         if isinstance(item, bool | int | None):
             continue
@@ -65,8 +82,9 @@ def _children(
     for key in item:
         if not isinstance(key, str):
             raise InvalidValueError(f"{path}", reason=f"key {key!r} is not a string")
-        if "\x00" in key:
-            raise InvalidValueError(f"{path}", reason=f"key {key!r}: {NUL_REASON}")
+        problem = _text_problem(key)
+        if problem is not None:
+            raise InvalidValueError(f"{path}", reason=f"key {key!r}: {problem}")
     return [(child, depth, path, key) for key, child in item.items()]
 
 
@@ -77,9 +95,10 @@ def _path(parent: str, key: object) -> str:
 
 
 def check_text(text: str, where: str) -> None:
-    """Raise `InvalidValueError` if `text` holds a NUL character."""
-    if "\x00" in text:
-        raise InvalidValueError(where, reason=NUL_REASON)
+    """Raise `InvalidValueError` if `text` holds a NUL character or a lone surrogate."""
+    problem = _text_problem(text)
+    if problem is not None:
+        raise InvalidValueError(where, reason=problem)
 
 
 def check_message_size(size: int, where: str) -> None:

@@ -14,6 +14,7 @@ from operator import attrgetter, contains
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic_core import PydanticSerializationError
 
 from agent_threads.core import limits, pieces
 from agent_threads.core.ids import new_id
@@ -187,7 +188,10 @@ def _new_rows(messages: Sequence[Message], thread_id: str) -> list[Row]:
     if not (many and _plainly_storable(messages)):
         for message in messages:
             _check_storable(message, thread_id)
-    rows = _rows(messages)
+    try:
+        rows = _rows(messages)
+    except PydanticSerializationError as exc:  # text UTF-8 cannot encode (a lone surrogate)
+        raise _unwritable(messages, thread_id, exc) from exc
     if many and _plain_rows(list(map(_DATA, rows))):
         return rows  # the usual batch, told in C
     for row in rows:
@@ -199,6 +203,18 @@ def _new_rows(messages: Sequence[Message], thread_id: str) -> list[Row]:
             size = len(row.data.encode())
             limits.check_message_size(size, f"thread {thread_id!r} message {row.message_id!r}")
     return rows
+
+
+def _unwritable(
+    messages: Sequence[Message], thread_id: str, error: PydanticSerializationError
+) -> InvalidValueError:
+    """The error naming the first message that cannot be written as JSON."""
+    for message in messages:
+        try:
+            message.model_dump_json()
+        except PydanticSerializationError as exc:
+            return InvalidValueError(_where(message, thread_id), reason=f"not writable: {exc}")
+    return InvalidValueError(f"thread {thread_id!r}", reason=f"not writable: {error}")
 
 
 def _plain_rows(data: list[str]) -> bool:

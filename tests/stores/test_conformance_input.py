@@ -165,6 +165,23 @@ async def test_nan_and_infinity_are_refused_naming_the_thread_and_field(
     assert await reloaded.checkpoints() == []
 
 
+async def test_text_utf8_cannot_encode_is_refused_naming_where_and_nothing_is_written(
+    store: ThreadStore,
+) -> None:
+    thread = await ChatMessageThread.create(store)
+    with pytest.raises(InvalidValueError, match=r"checkpoint metadata\.k: holds a lone surr"):
+        await thread.on_new_messages(
+            [Message.user("x")], checkpoint="c", checkpoint_metadata={"k": "\ud800"}
+        )
+    with pytest.raises(InvalidValueError, match=rf"thread '{thread.id}' title: holds a lone"):
+        await thread.update(title="a\udc00")
+    with pytest.raises(InvalidValueError, match=r"metadata: key '\\ud800'"):
+        await thread.update(metadata={"\ud800": 1})
+    reloaded = await reload(thread)
+    assert (reloaded.head, reloaded.title, dict(reloaded.metadata)) == (0, None, {})
+    assert await reloaded.checkpoints() == []
+
+
 class _FalsyUsage(Usage):
     """A usage that is falsy (a subclass may be): checked all the same."""
 
@@ -189,6 +206,11 @@ BAD_MESSAGES: dict[str, tuple[Callable[[], Message], str]] = {
     ),
     "NUL in a text": (lambda: Message.user("a\x00b"), "NUL"),
     "NUL in metadata": (lambda: Message.user("x", metadata={"k": "\x00"}), "NUL"),
+    "lone surrogate in a text": (lambda: Message.user("a\ud800"), "surrogates not allowed"),
+    "lone surrogate in metadata": (
+        lambda: Message.user("x", metadata={"k": "\udfff"}),
+        r"metadata\.k: holds a lone surrogate",
+    ),
     "too large": (lambda: Message.user("x" * 2_000), "over the 1,000 limit"),
 }
 
