@@ -29,6 +29,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 
+from agent_threads.core.limits import check_text
 from agent_threads.errors import InvalidValueError
 
 MAX_KEY_LENGTH = 64
@@ -203,6 +204,7 @@ def _check_value(value: object, where: str) -> None:
             reason=f"a tag value has at most {MAX_VALUE_LENGTH} characters, none of them"
             " a control character",
         )
+    check_text(value, where)  # a lone surrogate
 
 
 def _check_label(key: object, where: str) -> None:
@@ -210,6 +212,7 @@ def _check_label(key: object, where: str) -> None:
         raise InvalidValueError(
             where, reason="a tag key is a string of 1-128 characters without control characters"
         )
+    check_text(key, where)  # a lone surrogate
 
 
 __all__ = [

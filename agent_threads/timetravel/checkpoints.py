@@ -276,7 +276,7 @@ def new_checkpoint(
             "created_at": new_checkpoint_time(checkpoint_id),
             "message_count": pieces.length(ranges),
             "last_message_id": last_message_id,
-            "metadata": metadata or {},
+            "metadata": dict(metadata) if metadata else {},  # its own, as validation makes
             "stats": stats,
             "state_digest": thread.state_digest,
             "ranges": tuple((r.segment_id, r.start, r.end) for r in ranges),

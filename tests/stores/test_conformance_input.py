@@ -177,8 +177,13 @@ async def test_text_utf8_cannot_encode_is_refused_naming_where_and_nothing_is_wr
         await thread.update(title="a\udc00")
     with pytest.raises(InvalidValueError, match=r"metadata: key '\\ud800'"):
         await thread.update(metadata={"\ud800": 1})
+    with pytest.raises(InvalidValueError, match=r"tags.*holds a lone surrogate"):
+        await thread.update(tags={"a": "b\ud800"})
+    with pytest.raises(InvalidValueError, match="a tag key is"):
+        await thread.update(tags={"\udbff": "b"})
     reloaded = await reload(thread)
     assert (reloaded.head, reloaded.title, dict(reloaded.metadata)) == (0, None, {})
+    assert dict(reloaded.tags) == {}
     assert await reloaded.checkpoints() == []
 
 
