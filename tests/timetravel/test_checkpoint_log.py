@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -130,15 +131,14 @@ def test_a_checkpoint_made_without_validation_equals_the_validated_one(
     assert Checkpoint.model_validate(made.model_dump()) == made
 
 
-def test_a_row_holding_infinity_is_refused_and_one_holding_such_text_written() -> None:
+def _made_now(**fields: Any) -> Checkpoint:
+    """A checkpoint of thread "t" with a new id, made now."""
     cid = new_id()
-    infinite = Checkpoint(
-        id=cid,
-        thread_id="t",
-        created_at=new_checkpoint_time(cid),
-        message_count=0,
-        stats=ThreadStats(cost=float("inf")),
-    )
+    return Checkpoint(id=cid, thread_id="t", created_at=new_checkpoint_time(cid), **fields)
+
+
+def test_a_row_holding_infinity_is_refused_and_one_holding_such_text_written() -> None:
+    infinite = _made_now(message_count=0, stats=ThreadStats(cost=float("inf")))
     with pytest.raises(ValueError, match="NaN or infinity"):
         encode_row(infinite)
     wordy = infinite.model_copy(
@@ -148,11 +148,7 @@ def test_a_row_holding_infinity_is_refused_and_one_holding_such_text_written() -
 
 
 def test_a_new_checkpoint_row_is_compact() -> None:
-    cid = new_id()
-    checkpoint = Checkpoint(
-        id=cid,
-        thread_id="t",
-        created_at=new_checkpoint_time(cid),
+    checkpoint = _made_now(
         message_count=20_000,
         last_message_id=new_id(),
         stats=ThreadStats(message_count=20_000, input_tokens=900_000, output_tokens=600_000),
