@@ -232,7 +232,6 @@ class _Chunk(NamedTuple):
     length: int
     message_ids: str
     data: str
-    written_at: float
 
 
 _new_chunk = functools.partial(tuple.__new__, _Chunk)
@@ -264,12 +263,14 @@ class _Refused(Exception):
         self.refusal = refusal
 
 
-def _write_steps(chunks: Sequence[_Chunk], record: Step | None) -> Steps[_Refusal | None]:
+def _write_steps(
+    chunks: Sequence[_Chunk], record: Step | None, now: float
+) -> Steps[_Refusal | None]:
     """The statements of a write: its chunks, then the record's compare-and-set.
 
     Run in one transaction (see `_sqlite_steps`). Each chunk first looks its segment
     up, with whether its positions are free, in one read; the segment is created if
-    it is new, and its time of last write set to the write's (what a vacuum running
+    it is new, and its time of last write set to `now` (what a vacuum running
     meanwhile checks before it deletes it). Plain statements, no triggers: through the
     `commits` view and its triggers (schema 3 and 4; kept for processes of that code
     still running), an append of one ~550-byte message cost 163k instructions in the
@@ -279,13 +280,13 @@ def _write_steps(chunks: Sequence[_Chunk], record: Step | None) -> Steps[_Refusa
         wanted = (chunk.segment_id, chunk.start, chunk.length)
         found = yield (_FIND_SEGMENT, wanted, True)
         if not found:
-            yield (_NEW_SEGMENT, (chunk.segment_id, chunk.written_at), False)
+            yield (_NEW_SEGMENT, (chunk.segment_id, now), False)
             found = yield (_FIND_SEGMENT, wanted, True)
         number, written_at, taken = found[0]
         if taken:
             return _Taken(*wanted)
-        if chunk.written_at > written_at:  # (a clock set back: the later time stays)
-            yield (_REFRESH, (chunk.written_at, number), False)
+        if now > written_at:  # (a clock set back: the later time stays)
+            yield (_REFRESH, (now, number), False)
         key = number * POSITIONS + chunk.start
         yield (_NEW_CHUNK, (key, chunk.length, chunk.data), False)
         yield (_UNINDEXED, (key, chunk.message_ids), False)
@@ -669,13 +670,13 @@ class SQLiteStore(StoreBase):
         if start + len(rows) > POSITIONS:
             raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
         now = time.time()
-        chunks = _chunks(segment_id, start, message_ids, data, now)
+        chunks = _chunks(segment_id, start, message_ids, data)
         if not chunks:
             async with self._statement() as connection:
                 await connection.execute(_TOUCH, (segment_id, now))
             return
         size = sum(_size(chunk.data) for chunk in chunks)
-        steps = functools.partial(_write_steps, chunks, None)
+        steps = functools.partial(_write_steps, chunks, None, now)
         refusal = await self._transact(steps, chunks=len(chunks), data_bytes=size)
         if refusal is not None:
             raise await self._refused(refusal, None, 0)
@@ -704,11 +705,11 @@ class SQLiteStore(StoreBase):
                 raise ValueError(f"segment {write.segment_id!r}: positions end at {POSITIONS - 1}")
             if write.rows:
                 message_ids, data = _columns(write.rows)
-                chunks += _chunks(write.segment_id, write.start, message_ids, data, now)
+                chunks += _chunks(write.segment_id, write.start, message_ids, data)
         body = record_json(stored)
         size = _size(body) + sum(_size(chunk.data) for chunk in chunks)
         steps = functools.partial(
-            _write_steps, chunks, _record_step(stored, body, expected_version)
+            _write_steps, chunks, _record_step(stored, body, expected_version), now
         )
         refusal = await self._transact(steps, chunks=len(chunks), data_bytes=size)
         if refusal is not None:
@@ -1005,13 +1006,12 @@ def _chunks(
     start: int,
     message_ids: Sequence[str],
     data: Sequence[str],
-    written_at: float,
 ) -> list[_Chunk]:
     """The chunks of rows at `start`: one, unless long or holding newlines."""
     joined = "\n".join(data)
     if len(joined) <= CHUNK_CHARS and joined.count("\n") == len(data) - 1:  # the usual append
         ids = "\n".join(message_ids)
-        return [_new_chunk((segment_id, start, len(data), ids, joined, written_at))]
+        return [_new_chunk((segment_id, start, len(data), ids, joined))]
     return [
         _Chunk(
             segment_id,
@@ -1019,7 +1019,6 @@ def _chunks(
             hi - lo,
             "\n".join(message_ids[lo:hi]),
             "\n".join(data[lo:hi]),
-            written_at,
         )
         for lo, hi in _runs(data)
     ]
