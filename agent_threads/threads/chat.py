@@ -97,6 +97,8 @@ class _AppendPlan:
     messages: list[Message]
     ranges: Ranges
     open_segment: OpenSegment
+    head: int
+    """The thread's length afterwards (`pieces.length(ranges)`)."""
 
 
 class _SegmentJson(BaseModel):
@@ -114,23 +116,29 @@ class ChatData(ThreadData):
     auto_checkpoint: bool = False
 
 
-def _content_data(ranges: Ranges, open_segment: OpenSegment | None) -> dict[str, JsonValue]:
-    """The record data that makes `ranges` the content, extending `open_segment` next."""
+def _content_data(
+    ranges: Ranges, open_segment: OpenSegment | None, head: int | None = None
+) -> dict[str, JsonValue]:
+    """The record data that makes `ranges` the content, extending `open_segment` next.
+
+    `head` is the ranges' length, if the caller knows it.
+    """
     segment: JsonValue = (
         None if open_segment is None else {"id": open_segment.segment_id, "end": open_segment.end}
     )
     return {
         "ranges": [r.to_json() for r in ranges],
-        "head": pieces.length(ranges),
+        "head": pieces.length(ranges) if head is None else head,
         "segment": segment,
     }
 
 
-def _typed_content(ranges: Ranges, open_segment: OpenSegment) -> dict[str, object]:
-    """`_content_data` as `ChatData` reads it (for `publish(typed=...)`)."""
+def _typed_content(plan: _AppendPlan) -> dict[str, object]:
+    """`_content_data` of an append's plan, as `ChatData` reads it (`publish(typed=...)`)."""
+    open_segment = plan.open_segment
     return {
-        "ranges": tuple((r.segment_id, r.start, r.end) for r in ranges),
-        "head": pieces.length(ranges),
+        "ranges": tuple((r.segment_id, r.start, r.end) for r in plan.ranges),
+        "head": plan.head,
         "segment": _SegmentJson(id=open_segment.segment_id, end=open_segment.end),
     }
 
@@ -782,8 +790,9 @@ class ChatMessageThread(AgentThread):
             plan = await self._plan_append(batch, rows, force_new=force_new)
             stats = self.stats.add(batch)
             writes = [RowWrite(plan.segment_id, plan.start, plan.rows)]
-            data = {**_content_data(plan.ranges, plan.open_segment), "stats": stats.model_dump()}
-            typed = {**_typed_content(plan.ranges, plan.open_segment), "stats": stats}
+            content = _content_data(plan.ranges, plan.open_segment, plan.head)
+            data = {**content, "stats": stats.model_dump()}
+            typed = {**_typed_content(plan), "stats": stats}
             made = None
             if mark is not None:
                 made = new_checkpoint(
@@ -843,26 +852,27 @@ class ChatMessageThread(AgentThread):
         head = self.head
         owned = self._open_segment
         if not force_new and owned is not None and pieces.can_extend(self._ranges, owned):
-            return self._plan_at_head(owned.segment_id, batch, rows)
+            return self._plan_at_head(owned.segment_id, head, batch, rows)
         segment_id = new_id()
         start = pieces.consolidation_start(self._ranges)
         if start is None:
-            return self._plan_at_head(segment_id, batch, rows)
+            return self._plan_at_head(segment_id, head, batch, rows)
         moved = await self.get_messages(start, head)  # amortized: see pieces.consolidation_start
         all_messages = moved + batch
         all_rows = _rows(moved) + rows
         end = start + len(all_messages)
         ranges = (*pieces.prefix(self._ranges, start), Range(segment_id, start, end))
         return _AppendPlan(
-            segment_id, start, all_rows, all_messages, ranges, OpenSegment(segment_id, end)
+            segment_id, start, all_rows, all_messages, ranges, OpenSegment(segment_id, end), end
         )
 
-    def _plan_at_head(self, segment_id: str, batch: list[Message], rows: list[Row]) -> _AppendPlan:
-        """Write the batch into `segment_id` at the thread's head."""
-        head = self.head
+    def _plan_at_head(
+        self, segment_id: str, head: int, batch: list[Message], rows: list[Row]
+    ) -> _AppendPlan:
+        """Write the batch into `segment_id` at the thread's head, `head`."""
+        end = head + len(batch)
         ranges = pieces.extend(self._ranges, segment_id, head, len(batch))
-        open_segment = OpenSegment(segment_id, head + len(batch))
-        return _AppendPlan(segment_id, head, rows, batch, ranges, open_segment)
+        return _AppendPlan(segment_id, head, rows, batch, ranges, OpenSegment(segment_id, end), end)
 
     async def adopt(self, record: Record, state: ImmutableState | None = None) -> None:
         await super().adopt(record, state)
