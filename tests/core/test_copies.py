@@ -68,3 +68,24 @@ def test_private_attributes_are_copied_not_shared() -> None:
 def test_a_model_with_extra_fields_gets_model_copy(changes: dict[str, Any]) -> None:
     model = _WithExtra(x=1, z=0)
     _same_copy(replaced(model, changes), model.model_copy(update=changes))
+
+
+class _Plain(BaseModel):
+    x: int = 0
+    y: int = 0
+
+
+def test_a_copy_of_a_model_that_is_not_frozen_has_a_fields_set_of_its_own() -> None:
+    """Setting a field adds to the model's fields set in place: it must not reach the other."""
+    model = _Plain(x=1)
+    copy = replaced(model, {"x": 2})
+    copy.y = 3
+    assert copy.model_fields_set == {"x", "y"}
+    assert model.model_fields_set == {"x"}
+
+
+def test_a_frozen_copy_that_adds_no_field_has_the_same_fields_set() -> None:
+    record = Record(kind="thread", id="t1", version=3, data={"a": 1})
+    copy = replaced(record, {"version": 4})
+    _same_copy(copy, record.model_copy(update={"version": 4}))
+    assert copy.model_fields_set == {"kind", "id", "version", "data"}
