@@ -50,20 +50,36 @@ class ThreadStats(BaseModel):
     output_tokens: int = Field(default=0, ge=0)
     cost: float = Field(default=0.0, ge=0)
 
+    def as_data(self) -> dict[str, JsonValue]:
+        """`model_dump()`: the four numbers.
+
+        Without a call to pydantic's serializer: ~11,000 instructions (callgrind), 2% of
+        an append of one message.
+        """
+        return dict(self.__dict__)
+
     def add(self, messages: Iterable[Message]) -> ThreadStats:
-        """These stats plus the given messages (summed in C: no step in Python for each)."""
+        """These stats plus the given messages (summed in C: no step in Python for each).
+
+        Not validated again: sums of these stats' numbers and of validated usages' are
+        numbers of the same types, none below zero. Every field is given (a copy's fields
+        set is all four, as a validated one's would be).
+        """
         batch = list(messages)
         usages = given_usages(batch)
-        if not usages:  # valid as they are: only the count grows (every field given, as below)
+        if not usages:  # only the count grows
             return replaced(
                 self, {**self.__dict__, "message_count": self.message_count + len(batch)}
             )
-        return ThreadStats(
-            message_count=self.message_count + len(batch),
-            input_tokens=self.input_tokens + sum(map(_INPUT_TOKENS, usages)),
-            output_tokens=self.output_tokens + sum(map(_OUTPUT_TOKENS, usages)),
-            # added in order, as `cost += ...` would: `sum` of floats compensates since 3.12
-            cost=self.cost + reduce(add, map(_COST, usages), 0.0),
+        return replaced(
+            self,
+            {
+                "message_count": self.message_count + len(batch),
+                "input_tokens": self.input_tokens + sum(map(_INPUT_TOKENS, usages)),
+                "output_tokens": self.output_tokens + sum(map(_OUTPUT_TOKENS, usages)),
+                # added in order, as `cost += ...` would: `sum` of floats compensates (3.12)
+                "cost": self.cost + reduce(add, map(_COST, usages), 0.0),
+            },
         )
 
 

@@ -52,3 +52,19 @@ def test_a_falsy_usage_still_counts() -> None:
     assert not message.usage
     stats = ThreadStats().add([message] * 9)
     assert (stats.input_tokens, stats.cost) == (45, math.inf)
+
+
+@given(st.lists(st.none() | st.tuples(st.integers(0, 10**9), COSTS), max_size=12))
+def test_added_stats_equal_validated_stats_with_every_field_given(
+    usages: list[tuple[int, float] | None],
+) -> None:
+    messages = [
+        Message.user("x")
+        if u is None
+        else Message.assistant("y", usage=Usage(input_tokens=u[0], cost=u[1]))
+        for u in usages
+    ]
+    stats = ThreadStats(message_count=1, output_tokens=4).add(messages)
+    assert stats == ThreadStats.model_validate(stats.model_dump())
+    assert stats.model_fields_set == set(ThreadStats.model_fields)
+    assert stats.as_data() == stats.model_dump()
