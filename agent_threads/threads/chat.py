@@ -196,6 +196,8 @@ def _only_messages(messages: Iterable[object]) -> bool:
 
 def _rows(messages: Sequence[Message]) -> list[Row]:
     """The messages as segment rows: id and compact JSON, exactly `model_dump_json()`."""
+    if len(messages) == 1 and type(message := messages[0]) is Message:  # a chat's usual append
+        return [_new_row((message.id, _TO_JSON(message).decode()))]
     ids = map(_ID, messages)
     if _only_messages(messages):  # a subclass serializes its own fields
         data: Iterator[str] = map(bytes.decode, map(_TO_JSON, messages))
@@ -283,20 +285,30 @@ def _where(message: Message, thread_id: str) -> str:
     return f"thread {thread_id!r} message {message.id!r}"
 
 
+def _call_of(thread_id: str) -> str:
+    """The call named in an error about its argument (made only when one is raised)."""
+    return f"thread {thread_id!r} on_new_messages"
+
+
 def _as_messages(messages: Iterable[Message], thread_id: str) -> list[Message]:
-    where = f"thread {thread_id!r} on_new_messages"
-    if isinstance(messages, Message) or not isinstance(messages, Iterable):
-        raise InvalidValueError(where, reason="takes a list of messages (wrap one in a list)")
-    if isinstance(messages, str | bytes | Mapping):
-        raise InvalidValueError(where, reason=f"takes a list of messages, not {messages!r:.60}")
+    if type(messages) is not list:  # (a list passes both checks below)
+        where = _call_of(thread_id)
+        if isinstance(messages, Message) or not isinstance(messages, Iterable):
+            raise InvalidValueError(where, reason="takes a list of messages (wrap one in a list)")
+        if isinstance(messages, str | bytes | Mapping):
+            reason = f"takes a list of messages, not {messages!r:.60}"
+            raise InvalidValueError(where, reason=reason)
     batch = list(messages)
+    if len(batch) == 1 and type(batch[0]) is Message:
+        return batch  # a chat's usual append: one message, told in two steps
     if _only_messages(batch) and len(set(map(_ID, batch))) == len(batch):
         return batch  # the usual batch; otherwise find the first culprit, in order
     seen: set[str] = set()
     for message in batch:
         if not isinstance(message, Message):
             raise InvalidValueError(
-                where, reason=f"expected Message, got {type(message).__name__}: {message!r:.60}"
+                _call_of(thread_id),
+                reason=f"expected Message, got {type(message).__name__}: {message!r:.60}",
             )
         if message.id in seen:
             raise DuplicateMessageError(message.id, thread_id=thread_id)

@@ -18,6 +18,7 @@ from agent_threads import (
     Row,
     SchemaVersionError,
     StoreCorruptedError,
+    TextPart,
     ThreadNotFoundError,
     ThreadStats,
     Usage,
@@ -120,6 +121,50 @@ async def test_non_messages_are_rejected_before_anything_is_stored() -> None:
     with pytest.raises(TypeError, match="wrap one in a list"):
         await thread.on_new_messages(Message.user("c"))  # type: ignore[arg-type]
     assert texts(thread.messages) == ["a"]
+
+
+class _Note(Message):
+    """A message subclass: a batch may hold one, alone or among plain messages."""
+
+
+@pytest.mark.parametrize(
+    ("argument", "problem"),
+    [
+        ([{"role": "user"}], "expected Message, got dict"),
+        ("hello", "takes a list of messages, not 'hello'"),
+        ({"role": "user"}, "takes a list of messages, not {"),
+        (Message.user("c"), "wrap one in a list"),
+        (42, "wrap one in a list"),
+    ],
+)
+async def test_an_argument_that_is_not_a_list_of_messages_is_named_with_the_thread(
+    argument: Any, problem: str
+) -> None:
+    thread = await thread_with("a")
+    with pytest.raises(TypeError, match=problem) as raised:
+        await thread.on_new_messages(argument)
+    assert f"thread {thread.id!r} on_new_messages" in str(raised.value)
+    assert texts(thread.messages) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("batch", "expected"),
+    [
+        (lambda: (Message.user("b"),), ["b"]),
+        (lambda: (m for m in [Message.user("b"), Message.user("c")]), ["b", "c"]),
+        (lambda: [_Note(role="user", contents=[TextPart(text="b")])], ["b"]),
+        (
+            lambda: [Message.user("b"), _Note(role="user", contents=[TextPart(text="c")])],
+            ["b", "c"],
+        ),
+    ],
+)
+async def test_any_iterable_of_messages_and_subclasses_is_appended(
+    batch: Any, expected: list[str]
+) -> None:
+    thread = await thread_with("a")
+    await thread.on_new_messages(batch())
+    assert texts(thread.messages) == ["a", *expected]
 
 
 async def test_from_json_rejects_newer_versions_and_unknown_kinds() -> None:
