@@ -20,6 +20,16 @@ class _FalsyUsage(Usage):
         return 0
 
 
+def _messages(usages: list[tuple[int, float] | None]) -> list[Message]:
+    """A user message for each None, else an assistant one with (input_tokens, cost)."""
+    return [
+        Message.user("x")
+        if u is None
+        else Message.assistant("y", usage=Usage(input_tokens=u[0], output_tokens=1, cost=u[1]))
+        for u in usages
+    ]
+
+
 COSTS = st.floats(min_value=0, max_value=1e17, allow_nan=False, allow_infinity=False)
 
 
@@ -27,12 +37,7 @@ COSTS = st.floats(min_value=0, max_value=1e17, allow_nan=False, allow_infinity=F
 def test_usages_are_summed_in_order_and_messages_counted(
     usages: list[tuple[int, float] | None],
 ) -> None:
-    messages = [
-        Message.user("x")
-        if u is None
-        else Message.assistant("y", usage=Usage(input_tokens=u[0], output_tokens=1, cost=u[1]))
-        for u in usages
-    ]
+    messages = _messages(usages)
     given_usages = [u for u in usages if u is not None]
     stats = ThreadStats(message_count=2, cost=0.5).add(iter(messages))
     assert stats.message_count == 2 + len(messages)
@@ -58,12 +63,7 @@ def test_a_falsy_usage_still_counts() -> None:
 def test_added_stats_equal_validated_stats_with_every_field_given(
     usages: list[tuple[int, float] | None],
 ) -> None:
-    messages = [
-        Message.user("x")
-        if u is None
-        else Message.assistant("y", usage=Usage(input_tokens=u[0], cost=u[1]))
-        for u in usages
-    ]
+    messages = _messages(usages)
     stats = ThreadStats(message_count=1, output_tokens=4).add(messages)
     assert stats == ThreadStats.model_validate(stats.model_dump())
     assert stats.model_fields_set == set(ThreadStats.model_fields)
