@@ -61,9 +61,11 @@ class ThreadStats(BaseModel):
     def add(self, messages: Iterable[Message]) -> ThreadStats:
         """These stats plus the given messages (summed in C: no step in Python for each).
 
-        Not validated again: sums of these stats' numbers and of validated usages' are
-        numbers of the same types, none below zero. Every field is given (a copy's fields
-        set is all four, as a validated one's would be).
+        Sums that are plainly valid (counts that are ints, a cost that is a float, none
+        below zero) are not validated again; any other (a usage made without validation,
+        `Usage.model_construct`, or of a subclass that widens a field) is, as the stats of
+        a record read back would be, so such a usage is refused before it is stored.
+        Every field is given (a copy's fields set is all four, as a validated one's is).
         """
         batch = list(messages)
         usages = given_usages(batch)
@@ -71,16 +73,32 @@ class ThreadStats(BaseModel):
             return replaced(
                 self, {**self.__dict__, "message_count": self.message_count + len(batch)}
             )
-        return replaced(
-            self,
-            {
-                "message_count": self.message_count + len(batch),
-                "input_tokens": self.input_tokens + sum(map(_INPUT_TOKENS, usages)),
-                "output_tokens": self.output_tokens + sum(map(_OUTPUT_TOKENS, usages)),
-                # added in order, as `cost += ...` would: `sum` of floats compensates (3.12)
-                "cost": self.cost + reduce(add, map(_COST, usages), 0.0),
-            },
-        )
+        fields = {
+            "message_count": self.message_count + len(batch),
+            "input_tokens": self.input_tokens + sum(map(_INPUT_TOKENS, usages)),
+            "output_tokens": self.output_tokens + sum(map(_OUTPUT_TOKENS, usages)),
+            # added in order, as `cost += ...` would: `sum` of floats compensates since 3.12
+            "cost": self.cost + reduce(add, map(_COST, usages), 0.0),
+        }
+        if _plainly_valid(fields):
+            return replaced(self, fields)
+        return ThreadStats(**fields)
+
+
+def _plainly_valid(fields: dict[str, Any]) -> bool:
+    """Whether `ThreadStats` holds these sums as they are: ints and a float, none below 0.
+
+    (The message count is this stats' count, valid, plus a length.)
+    """
+    inputs, outputs, cost = fields["input_tokens"], fields["output_tokens"], fields["cost"]
+    return (
+        type(inputs) is int
+        and inputs >= 0
+        and type(outputs) is int
+        and outputs >= 0
+        and type(cost) is float
+        and cost >= 0
+    )
 
 
 def given_usages(messages: Iterable[Message]) -> list[Usage]:

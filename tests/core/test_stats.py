@@ -6,8 +6,10 @@ import math
 from functools import reduce
 from operator import add
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from agent_threads import Message, Usage
 from agent_threads.core.records import ThreadStats
@@ -68,3 +70,31 @@ def test_added_stats_equal_validated_stats_with_every_field_given(
     assert stats == ThreadStats.model_validate(stats.model_dump())
     assert stats.model_fields_set == set(ThreadStats.model_fields)
     assert stats.as_data() == stats.model_dump()
+
+
+class _WideUsage(Usage):
+    """A usage subclass that widens a count to floats (validated as itself, not as Usage)."""
+
+    input_tokens: float = 0  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        Usage.model_construct(input_tokens=-5, output_tokens=0, cost=0.0),
+        Usage.model_construct(input_tokens=0, output_tokens=0, cost=-1.0),
+        _WideUsage(input_tokens=2.5),
+    ],
+)
+def test_sums_a_usage_made_without_validation_leads_to_are_validated(usage: Usage) -> None:
+    """Such a usage is refused, as the stats of the record holding the sums would be."""
+    with pytest.raises(ValidationError):
+        ThreadStats().add([Message.assistant("y", usage=usage)])
+
+
+def test_an_integral_cost_is_held_as_a_float_as_validation_makes_it() -> None:
+    class IntCost(Usage):
+        cost: int = 0
+
+    stats = ThreadStats().add([Message.assistant("y", usage=IntCost(cost=2))])
+    assert stats.cost == 2.0 and type(stats.cost) is float

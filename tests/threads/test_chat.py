@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import ValidationError
 
 from agent_threads import (
     AgentThread,
@@ -220,3 +221,12 @@ async def test_a_subclass_imports_only_its_own_kind() -> None:
     other_kind = json.dumps({**json.loads(document), "kind": "workflow"})
     with pytest.raises(ValueError, match="'workflow' thread, not a 'chat' one"):
         await ChatMessageThread.from_json(other_kind)
+
+
+async def test_a_usage_made_without_validation_is_refused_and_the_thread_still_loads() -> None:
+    thread = await thread_with("a")
+    bad = Usage.model_construct(input_tokens=-5, output_tokens=0, cost=0.0)
+    with pytest.raises(ValidationError):
+        await thread.on_new_messages([Message.assistant("b", usage=bad)])
+    loaded = await ChatMessageThread.load(thread.id, store=thread.store)
+    assert texts(loaded.messages) == ["a"] and loaded.stats == thread.stats
