@@ -59,7 +59,9 @@ def validate_id(value: object, *, what: str = "id") -> str:
     Raises:
         InvalidIdError: naming `what` and the reason.
     """
-    if type(value) is str and _valid_id(value):  # the usual id, seen before: a lookup
+    # the usual id, seen before: a lookup (of a short string only: the cache keeps what
+    # it is asked, and an id over the limit is refused below at once)
+    if type(value) is str and len(value) <= MAX_ID_LENGTH and _valid_id(value):
         return value
     if not isinstance(value, str):
         raise InvalidIdError(value, what=what, reason="must be a string")
@@ -79,12 +81,12 @@ def validate_id(value: object, *, what: str = "id") -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _valid_id(value: str) -> bool:
-    """Whether `validate_id` accepts `value`.
+    """Whether `validate_id` accepts `value`, of at most `MAX_ID_LENGTH` characters.
 
     Cached: a store sees the same segment, record and thread ids on every write, and a
     regex match of a UUID costs ~3,000 instructions, a hit here ~1,000 (callgrind).
     """
-    return 0 < len(value) <= MAX_ID_LENGTH and _ID_PATTERN.fullmatch(value) is not None
+    return _ID_PATTERN.fullmatch(value) is not None  # (an empty one does not match)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -35,3 +35,14 @@ def test_a_string_subclass_or_another_type_is_checked_as_before() -> None:
         validate_id(12, what="thread id")
     value = new_id()
     assert validate_id(value) is value
+
+
+def test_an_id_over_the_limit_is_refused_without_being_kept() -> None:
+    """The cache keeps what it is asked: a long string must never reach it."""
+    from agent_threads.core.ids import _valid_id
+
+    before = _valid_id.cache_info().currsize
+    for i in range(3):
+        with pytest.raises(InvalidIdError, match="longer than 128"):
+            validate_id("x" * 100_000 + str(i))
+    assert _valid_id.cache_info().currsize == before
