@@ -666,11 +666,8 @@ class SQLiteStore(StoreBase):
         appenders at the same position collide. No rows still record the segment as
         written, as every store does.
         """
-        message_ids, data = _columns(rows)
-        if start + len(rows) > POSITIONS:
-            raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
         now = time.time()
-        chunks = _chunks(segment_id, start, message_ids, data)
+        chunks = _chunks(segment_id, start, rows)
         if not chunks:
             async with self._statement() as connection:
                 await connection.execute(_TOUCH, (segment_id, now))
@@ -701,11 +698,7 @@ class SQLiteStore(StoreBase):
         now = time.time()
         chunks: list[_Chunk] = []
         for write in writes:
-            if write.start + len(write.rows) > POSITIONS:
-                raise ValueError(f"segment {write.segment_id!r}: positions end at {POSITIONS - 1}")
-            if write.rows:
-                message_ids, data = _columns(write.rows)
-                chunks += _chunks(write.segment_id, write.start, message_ids, data)
+            chunks += _chunks(write.segment_id, write.start, write.rows)
         body = record_json(stored)
         size = _size(body) + sum(_size(chunk.data) for chunk in chunks)
         steps = functools.partial(
@@ -993,21 +986,16 @@ def _size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-def _columns(rows: Sequence[Row]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The rows' message ids and data."""
+def _chunks(segment_id: str, start: int, rows: Sequence[Row]) -> list[_Chunk]:
+    """The chunks of `rows` written at `start`: one, unless long or holding newlines.
+
+    None for no rows. ValueError if they would pass the segment's last position.
+    """
+    if start + len(rows) > POSITIONS:
+        raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
     if not rows:
-        return (), ()
+        return []
     message_ids, data = zip(*rows, strict=True)
-    return message_ids, data
-
-
-def _chunks(
-    segment_id: str,
-    start: int,
-    message_ids: Sequence[str],
-    data: Sequence[str],
-) -> list[_Chunk]:
-    """The chunks of rows at `start`: one, unless long or holding newlines."""
     joined = "\n".join(data)
     if len(joined) <= CHUNK_CHARS and joined.count("\n") == len(data) - 1:  # the usual append
         ids = "\n".join(message_ids)
