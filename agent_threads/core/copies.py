@@ -19,10 +19,9 @@ whether it is frozen (its fields set may be shared: nothing adds to it in place)
 
 
 def _kind(cls: type[BaseModel]) -> tuple[bool, bool]:
-    kind = _KINDS.get(cls)
-    if kind is None:
-        config = cls.model_config
-        kind = _KINDS[cls] = (config.get("extra") == "allow", bool(config.get("frozen")))
+    """`_KINDS[cls]`, found and kept (`replaced` looks it up first)."""
+    config = cls.model_config
+    kind = _KINDS[cls] = (config.get("extra") == "allow", bool(config.get("frozen")))
     return kind
 
 
