@@ -17,15 +17,17 @@ CHECKPOINT_PAGES = 1000
 PAGE_BYTES = 4096
 """SQLite's default page size: what a commit's data costs in WAL pages, roughly."""
 
-PAGES_PER_WRITE = 2
-"""The leaf pages a small commit changes besides its chunks' (the segment's and the
-record's): each page a commit changes is written whole to the WAL."""
+PAGES_PER_WRITE = 1
+"""The leaf pages a small commit changes besides its chunks' (the record's; a segment's
+row only when the segment is new): each page a commit changes is written whole to the
+WAL."""
 
 PAGES_PER_CHUNK = 3
 """The pages each chunk of a small commit changes besides its data's (its own leaf page,
 its ids' in `unindexed`, and interior pages when threads interleave). Measured in WAL
-frames per append of one ~500-byte message: 4.6 for one writer, 6.5 for 100 threads
-appending in turn; 8.8 and 10.7 with a checkpoint (two chunks)."""
+frames per append of one ~500-byte message, one writer: 3.6, and 6.2 with a checkpoint
+(two chunks); before schema 5, whose chunks hold their time, 4.5 and 7.2 (and 6.5 for
+100 threads appending in turn, 10.7 with a checkpoint)."""
 
 
 class Busy(Exception):

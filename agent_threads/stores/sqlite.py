@@ -53,6 +53,9 @@ _TAKEN = "segment positions already written"
 _STALE = "record version changed"
 """The message of the commit trigger's ABORT when the record moved on."""
 
+_UNFOLDED = "chunk written after the time of its segment: vacuum from an upgraded process"
+"""The message of the chunk deletion trigger's ABORT (schema 5, for a vacuum of before)."""
+
 _COMMIT_CHUNK = (  # a chunk row of a commit: an append (the `appends` trigger checks it)
     "CREATE TRIGGER commit_chunk INSTEAD OF INSERT ON commits WHEN NEW.kind IS NULL BEGIN"
     " INSERT INTO appends (segment, start, count, message_ids, data, written_at)"
@@ -141,6 +144,18 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "  SET version = excluded.version, owner = excluded.owner, body = excluded.body;"
         " END",
     ),
+    (  # 5: a chunk holds its time of writing, so a commit does not rewrite its segment's row
+        # a segment's time of last write is the latest of its own (set when it is made,
+        # touched or marked) and its chunks'; NULL: a chunk of schema 4 or before, whose
+        # writer set its segment's time instead
+        "ALTER TABLE chunks ADD COLUMN written_at REAL",
+        # a vacuum of schema 4 (a process still running) reads only the segment's time:
+        # refused, it would delete a segment written since its cutoff. This code folds
+        # the chunks' times into the segment's first (see `_do_delete_segments`)
+        "CREATE TRIGGER chunk_deleted BEFORE DELETE ON chunks WHEN OLD.written_at >"
+        f" (SELECT written_at FROM segments WHERE id = OLD.key / {POSITIONS})"
+        f" BEGIN SELECT RAISE(ABORT, '{_UNFOLDED}'); END",
+    ),
 ]
 """The schema, as an ordered list of migrations: the database's version is how many ran."""
 
@@ -206,7 +221,7 @@ _TOUCH = (
 )
 
 _FIND_SEGMENT = (
-    "SELECT s.id, s.written_at,"
+    "SELECT s.id,"
     # the last chunk before the end of the positions wanted: it holds one of them if it
     # reaches past the first (chunks never overlap, and one of an earlier segment ends
     # at its own segment's end at the latest)
@@ -215,12 +230,11 @@ _FIND_SEGMENT = (
     f"  > s.id * {POSITIONS} + ?2"
     " FROM segments AS s WHERE s.name = ?1"
 )
-"""Segment `?1`'s number, its time of last write, and whether a chunk holds a position
-of `?2 <= p < ?2 + ?3` (no row: no such segment)."""
+"""Segment `?1`'s number and whether a chunk holds a position of `?2 <= p < ?2 + ?3`
+(no row: no such segment)."""
 
 _NEW_SEGMENT = "INSERT INTO segments (name, written_at) VALUES (?, ?)"
-_REFRESH = "UPDATE segments SET written_at = ? WHERE id = ?"
-_NEW_CHUNK = "INSERT INTO chunks (key, count, data) VALUES (?, ?, ?)"
+_NEW_CHUNK = "INSERT INTO chunks (key, count, data, written_at) VALUES (?, ?, ?, ?)"
 _UNINDEXED = "INSERT INTO unindexed (key, message_ids) VALUES (?, ?)"
 
 
@@ -270,8 +284,11 @@ def _write_steps(
 
     Run in one transaction (see `_sqlite_steps`). Each chunk first looks its segment
     up, with whether its positions are free, in one read; the segment is created if
-    it is new, and its time of last write set to `now` (what a vacuum running
-    meanwhile checks before it deletes it). Plain statements, no triggers: through the
+    it is new. The chunk holds `now`, its time of writing: its segment's time of last
+    write (what a vacuum running meanwhile checks before it deletes the segment) is
+    the latest of its chunks' and its own, so the segment's row is not written again
+    (one page fewer a commit: 32 against 39 us on a bare connection, schema 4 and 5,
+    messages of ~550 bytes). Plain statements, no triggers: through the
     `commits` view and its triggers (schema 3 and 4; kept for processes of that code
     still running), an append of one ~550-byte message cost 163k instructions in the
     sqlite3 module, these 104k (callgrind).
@@ -282,13 +299,11 @@ def _write_steps(
         if not found:
             yield (_NEW_SEGMENT, (chunk.segment_id, now), False)
             found = yield (_FIND_SEGMENT, wanted, True)
-        number, written_at, taken = found[0]
+        number, taken = found[0]
         if taken:
             return _Taken(*wanted)
-        if now > written_at:  # (a clock set back: the later time stays)
-            yield (_REFRESH, (now, number), False)
         key = number * POSITIONS + chunk.start
-        yield (_NEW_CHUNK, (key, chunk.length, chunk.data), False)
+        yield (_NEW_CHUNK, (key, chunk.length, chunk.data, now), False)
         yield (_UNINDEXED, (key, chunk.message_ids), False)
     if record is not None and (yield record) != 1:
         return _Stale()
@@ -813,7 +828,7 @@ class SQLiteStore(StoreBase):
 
     async def _do_list_segments(self) -> dict[str, float]:
         async with self._statement() as connection:
-            found = await connection.execute_fetchall("SELECT name, written_at FROM segments")
+            found = await connection.execute_fetchall(_LIST_SEGMENTS)
         return {str(name): float(written) for name, written in found}
 
     async def _do_delete_segments(
@@ -826,6 +841,8 @@ class SQLiteStore(StoreBase):
                     connection, "segments", "name", segment_ids, not_written_since
                 )
             ]
+            # their chunks' times into their own, which the chunks' trigger checks
+            await connection.executemany(_FOLD_TIMES, names)
             for table in ("chunks", "unindexed"):
                 await connection.executemany(
                     f"DELETE FROM {table} WHERE key IN (SELECT key FROM {table}, {_BASE}"
@@ -894,6 +911,35 @@ class SQLiteStore(StoreBase):
         return gone_segments, gone_blobs
 
 
+def _chunks_of(segment: str) -> str:
+    """The condition of a chunk `c` that it is one of the segment row `segment`'s."""
+    return f"c.key >= {segment}.id * {POSITIONS} AND c.key < ({segment}.id + 1) * {POSITIONS}"
+
+
+_SEGMENT_CHUNKS = _chunks_of("s")
+
+_LIST_SEGMENTS = (
+    "SELECT s.name, max(s.written_at, COALESCE((SELECT c.written_at FROM chunks AS c"
+    f"  WHERE {_SEGMENT_CHUNKS} ORDER BY c.key DESC LIMIT 1), 0))"
+    " FROM segments AS s"
+)
+"""Each segment with its time of last write: its own, or its last chunk's if later.
+
+Rows are written in order of position, so the last chunk is the latest written (one
+read a segment, not one a chunk; `_present` checks every chunk before a deletion).
+"""
+
+_NO_CHUNK_SINCE = (
+    f" AND NOT EXISTS (SELECT 1 FROM chunks AS c WHERE {_SEGMENT_CHUNKS} AND c.written_at > ?1)"
+)
+"""The condition of a segment `s` that no chunk of it was written after `?1`."""
+
+_FOLD_TIMES = (
+    "UPDATE segments SET written_at = max(written_at, COALESCE((SELECT max(c.written_at)"
+    f" FROM chunks AS c WHERE {_chunks_of('segments')}), 0)) WHERE name = ?"
+)
+"""Segment `?`'s time becomes the latest of its own and its chunks' (before a deletion)."""
+
 _KEYS_PER_QUERY = 500
 """Keys one `IN (...)` lists: under SQLite's lowest limit of parameters (999)."""
 
@@ -905,13 +951,18 @@ async def _present(
     keys: list[str],
     not_written_since: float | None,
 ) -> list[str]:
-    """Those of `keys` in `table` (by `column`), not written after `not_written_since`."""
+    """Those of `keys` in `table` (by `column`), not written after `not_written_since`.
+
+    A segment's chunks hold their own times (schema 5): each is checked, as a segment
+    written since holds one written since.
+    """
     found: list[str] = []
     cutoff = math.inf if not_written_since is None else not_written_since
+    chunks = _NO_CHUNK_SINCE if table == "segments" else ""
     for lo in range(0, len(keys), _KEYS_PER_QUERY):
         batch = keys[lo : lo + _KEYS_PER_QUERY]
         rows = await connection.execute_fetchall(
-            f"SELECT {column} FROM {table} WHERE written_at <= ?"  # fixed names only
+            f"SELECT {column} FROM {table} AS s WHERE written_at <= ?1{chunks}"  # fixed names
             f" AND {column} IN ({', '.join('?' * len(batch))})",
             (cutoff, *batch),
         )

@@ -520,6 +520,65 @@ async def test_a_schema_3_process_still_running_after_the_upgrade_writes_records
         assert (await store.put_record(Record(kind="k", id="new"), expected_version=1)).version == 2
 
 
+SCHEMA_4_DELETE_CHUNKS = (  # a vacuum of schema 4, after it found the segment old enough
+    "DELETE FROM chunks WHERE key IN (SELECT key FROM chunks,"
+    " (SELECT id * 4294967296 AS base FROM segments WHERE name = ?)"
+    " WHERE key >= base AND key < base + 4294967296)"
+)
+
+
+async def test_a_vacuum_of_schema_4_still_running_cannot_delete_chunks_written_since(
+    tmp_path: Path,
+) -> None:
+    """It reads only the segment's time, which a commit of schema 5 leaves as it was."""
+    path = tmp_path / "threads.db"
+    thread = await saved_thread(path, ["a", "b"])
+    segment_id = thread.ranges[0].segment_id
+    execute(path, "UPDATE segments SET written_at = written_at - 100")  # made long ago
+    old = sqlite3.connect(path)  # a process of schema 4, open all along
+    try:
+        cutoff = time.time() - 50  # its vacuum's: the segment's time is before it
+        found = old.execute(
+            "SELECT name FROM segments WHERE written_at <= ? AND name = ?", (cutoff, segment_id)
+        ).fetchall()
+        assert found == [(segment_id,)]
+        with pytest.raises(sqlite3.IntegrityError, match="vacuum from an upgraded process"):
+            old.execute(SCHEMA_4_DELETE_CHUNKS, (segment_id,))
+        old.rollback()
+    finally:
+        old.close()
+    async with SQLiteStore(path) as store:
+        loaded = await ChatMessageThread.load(thread.id, store=store)
+        assert [m.text for m in loaded.messages] == ["a", "b"]
+        # this code's deletion folds the chunks' times in first
+        assert await store.delete_segments([segment_id]) == 1
+
+
+async def test_chunks_an_older_process_writes_after_the_upgrade_take_their_segments_time(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "threads.db"
+    write_schema_3(path, [Record(kind="k", id="r", version=1)], {"seg": [Row("m0", "{}")]})
+    async with SQLiteStore(path) as store:  # upgrades it
+        await store.append_rows("seg", 1, [Row("m1", "{}")])
+    old = sqlite3.connect(path)  # a process of the schema before, open all along
+    try:
+        old.execute("INSERT INTO appends VALUES ('seg', 2, 1, 'm2', '{}', 5000000000)")
+        old.commit()
+    finally:
+        old.close()
+    assert query(path, "SELECT written_at IS NULL FROM chunks ORDER BY key") == [
+        (1,),
+        (0,),
+        (1,),
+    ]
+    async with SQLiteStore(path) as store:
+        assert await store.list_segments() == {"seg": 5000000000.0}  # its writer's time
+        assert await store.delete_segments(["seg"], not_written_since=time.time()) == 0
+        assert await store.read_rows("seg", 0, 3) == ["{}"] * 3
+        assert await store.delete_segments(["seg"], not_written_since=5000000000.0) == 1
+
+
 async def test_an_upgrade_frees_its_pages_without_rewriting_a_database_in_incremental_mode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -96,21 +96,48 @@ async def test_a_statement_failing_half_way_rolls_back_and_the_store_writes_on(
         assert await store.read_rows("seg", 0, 1) == [rows(0, 1)[0].data]
 
 
+def set_back(path: Path, seconds: float) -> None:
+    """Every segment's and chunk's time of writing, `seconds` earlier."""
+    execute(path, f"UPDATE segments SET written_at = written_at - {seconds}")
+    execute(path, f"UPDATE chunks SET written_at = written_at - {seconds}")
+
+
 async def test_each_write_marks_its_segment_written_now(path: Path) -> None:
+    """Through its chunk's time: the segment's row is not written again."""
     async with SQLiteStore(path) as store:
         record = await store.commit(
             [RowWrite("seg", 0, rows(0, 1))], Record(kind="thread", id="t"), expected_version=0
         )
-        execute(path, "UPDATE segments SET written_at = written_at - 2")
+        set_back(path, 2)
+        (segment_time,) = query(path, "SELECT written_at FROM segments")
         before = time.time()
         await store.commit(
             [RowWrite("seg", 1, rows(1, 1))], record, expected_version=record.version
         )
         assert (await store.list_segments())["seg"] >= before
-        execute(path, "UPDATE segments SET written_at = written_at - 2")
+        assert query(path, "SELECT written_at FROM segments") == [segment_time]
+        set_back(path, 2)
         before = time.time()
         await store.append_rows("seg", 2, rows(2, 1))
         assert (await store.list_segments())["seg"] >= before
+        assert await store.delete_segments(["seg"], not_written_since=before - 1) == 0
+
+
+async def test_a_chunk_written_since_the_cutoff_below_the_last_one_keeps_its_segment(
+    path: Path,
+) -> None:
+    """The listed time is the last chunk's; the deletion checks every chunk's."""
+    async with SQLiteStore(path) as store:
+        await store.append_rows("seg", 5, rows(5, 1))
+        set_back(path, 100)
+        cutoff = time.time() - 50
+        await store.append_rows("seg", 0, rows(0, 1))  # a gap filled: a lower position
+        assert (await store.list_segments())["seg"] < cutoff
+        assert await store.delete_segments(["seg"], not_written_since=cutoff) == 0
+        assert await store.read_rows("seg", 0, 1) == [rows(0, 1)[0].data]
+        set_back(path, 100)
+        assert await store.delete_segments(["seg"], not_written_since=cutoff) == 1
+        assert query(path, "SELECT count(*) FROM chunks") == [(0,)]
 
 
 async def _holding_the_lock(path: Path, seconds: float) -> None:
