@@ -286,7 +286,12 @@ class ThreadStore(Protocol):
         ...
 
     async def list_segments(self) -> dict[str, float]:
-        """Every segment id, with the Unix time of its last write."""
+        """Every segment id, with the Unix time of its last write.
+
+        Where positions were written out of order, a store may give an earlier one
+        (`SQLiteStore`: the time its last position was written, or it was made or marked,
+        if later); `delete_segments(not_written_since=...)` checks every write.
+        """
         ...
 
     async def delete_segments(

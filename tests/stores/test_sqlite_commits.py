@@ -140,6 +140,18 @@ async def test_a_chunk_written_since_the_cutoff_below_the_last_one_keeps_its_seg
         assert query(path, "SELECT count(*) FROM chunks") == [(0,)]
 
 
+async def test_a_segment_whose_chunks_hold_no_time_is_deleted_by_its_own(path: Path) -> None:
+    """Touched only (no chunk), or chunks written before schema 5 (no time)."""
+    async with SQLiteStore(path) as store:
+        await store.append_rows("touched", 0, [])
+        await store.append_rows("older", 0, rows(0, 2))
+        execute(path, "UPDATE chunks SET written_at = NULL")  # as a writer of schema 4
+        times = await store.list_segments()
+        cutoff = max(times.values())
+        assert await store.delete_segments(["touched", "older"], not_written_since=cutoff) == 2
+        assert query(path, "SELECT count(*) FROM chunks") == [(0,)]
+
+
 async def _holding_the_lock(path: Path, seconds: float) -> None:
     """Hold the database's write lock through another connection for `seconds`."""
     holder = sqlite3.connect(path, isolation_level=None)
