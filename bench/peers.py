@@ -183,6 +183,26 @@ def raw_sqlite(db: aiosqlite.Connection) -> Contender:
     return Contender("raw aiosqlite, serializing", call)
 
 
+def raw_sqlite_inline(db: sqlite3.Connection) -> Contender:
+    """As `raw_sqlite`, with the sqlite3 module called on the event loop's thread.
+
+    What SQLiteStore's inline statements do (no thread hop): the driver's floor for an
+    append, steadier than aiosqlite's, whose hop is fast or slow from round to round.
+    Not one of #14's baselines: shown to tell the store's own cost from the hop's.
+    """
+
+    async def call(b: Batch) -> None:
+        rows = [(m.model_dump_json(),) for m in b.messages]
+        if len(rows) == 1:
+            db.execute("INSERT INTO bare (data) VALUES (?)", rows[0])
+        else:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT INTO bare (data) VALUES (?)", rows)
+            db.execute("COMMIT")
+
+    return Contender(RAW_SQLITE_INLINE, call)
+
+
 def raw_asyncpg(connection: asyncpg.Connection, table: str) -> Contender:
     insert = f"INSERT INTO {table} (data) VALUES ($1)"
 
@@ -297,6 +317,7 @@ SQLITE_TURN = "agent-threads SQLiteStore, + checkpoint"
 SESSION = "Agents SDK SQLiteSession"
 ASYNC_SESSION = "Agents SDK AsyncSQLiteSession"
 RAW_SQLITE = "raw aiosqlite, serializing"
+RAW_SQLITE_INLINE = "raw sqlite3 on the event loop's thread, serializing"
 RAW_PG = "raw asyncpg, serializing"
 RAW_REDIS = "raw redis-py RPUSH, serializing"
 PG_STORE = "agent-threads PostgresStore"
@@ -319,8 +340,14 @@ async def sqlite_contenders(stack: AsyncExitStack, root: Path) -> list[Contender
     stack.push_async_callback(async_session.close)
     db = await open_raw_sqlite(root / "raw.db")
     stack.push_async_callback(db.close)
+    inline = sqlite3.connect(root / "raw-inline.db", isolation_level=None)
+    inline.execute("PRAGMA journal_mode = WAL")
+    inline.execute("PRAGMA synchronous = NORMAL")
+    inline.execute("CREATE TABLE IF NOT EXISTS bare (data TEXT NOT NULL)")
+    stack.callback(inline.close)
     return [
         raw_sqlite(db),
+        raw_sqlite_inline(inline),
         thread_append(SQLITE_STORE, await ChatMessageThread.create(store)),
         thread_turn(SQLITE_TURN, await ChatMessageThread.create(store)),
         session_add(SESSION, session),
@@ -808,7 +835,10 @@ def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) ->
         " + checkpoint is one call, `on_new_messages(..., checkpoint=True)`. Raw baselines"
         " serialize each message with `Message.model_dump_json()` inside the timed call,"
         " then insert and commit: aiosqlite with WAL and synchronous=NORMAL on one"
-        " connection (autocommit for one row, one transaction for a batch), asyncpg"
+        " connection (autocommit for one row, one transaction for a batch; shown too"
+        " with the sqlite3 module called on the event loop's thread, as SQLiteStore's"
+        " inline statements are, for the driver's cost without aiosqlite's thread hop;"
+        " not a target's baseline), asyncpg"
         " `INSERT` (a transaction for a batch), redis-py `RPUSH`. The Agents SDK sessions"
         " store each message's same JSON as their item, file-backed and as shipped (WAL,"
         f" synchronous={sync}: SQLite's default, which they keep). SQLiteStore uses WAL"
