@@ -149,9 +149,11 @@ MIGRATIONS: list[tuple[str, ...]] = [
         # touched or marked) and its chunks'; NULL: a chunk of schema 4 or before, whose
         # writer set its segment's time instead
         "ALTER TABLE chunks ADD COLUMN written_at REAL",
-        # a vacuum of schema 4 (a process still running) reads only the segment's time:
-        # refused, it would delete a segment written since its cutoff. This code folds
-        # the chunks' times into the segment's first (see `_do_delete_segments`)
+        # a vacuum of schema 4 (a process still running) reads only the segment's time,
+        # so it could delete a segment written since its cutoff: it is refused (its whole
+        # deletion, which writes nothing) whenever a chunk is newer than its segment's
+        # time, as it cannot tell which are. This code folds the chunks' times into the
+        # segment's first (see `_do_delete_segments`)
         "CREATE TRIGGER chunk_deleted BEFORE DELETE ON chunks WHEN OLD.written_at >"
         f" (SELECT written_at FROM segments WHERE id = OLD.key / {POSITIONS})"
         f" BEGIN SELECT RAISE(ABORT, '{_UNFOLDED}'); END",
