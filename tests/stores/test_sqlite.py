@@ -252,12 +252,14 @@ async def test_the_wal_stays_bounded_with_writers_appending_side_by_side(
                 group.start_soon(write, thread)
         wal = path.with_name(path.name + "-wal").stat().st_size
     # each checkpoint copying only what was there when it began, the WAL would hold
-    # every page of every commit (~70-93 MB); appends go on while one runs, so it
-    # reaches 1-4x what SQLite's own auto-checkpoint lets it hold (4 MB) on a loaded
-    # machine, and more while its disk stalls (17-36 MB seen, whichever way the writers
-    # take turns): bounded, but by the machine, so the test asks for less than half of
-    # what a WAL that never starts over would hold
-    assert wal < 40 * 2**20, wal
+    # every page of every commit (72-74 MB at schema 5, 87-89 MB at schema 4, measured
+    # with the checkpoint copying nothing); appends go on while one runs, so it reaches
+    # 1-5x what SQLite's own auto-checkpoint lets it hold (4 MB) on a loaded machine
+    # (7-21 MB in 38 runs of each schema), and more while its disk stalls (43 MB seen
+    # once in ~35 runs, at schema 4 and at schema 5): bounded, but by the machine, so
+    # the test asks for less than three quarters of what a WAL that never starts over
+    # would hold
+    assert wal < 54 * 2**20, wal
     assert query(path, "SELECT count(*) FROM chunks") == [(4_000,)]
 
 
