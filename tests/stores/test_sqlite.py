@@ -255,8 +255,8 @@ async def test_the_wal_stays_bounded_with_writers_appending_side_by_side(
     # every page of every commit (72-74 MB at schema 5, 87-89 MB at schema 4, measured
     # with the checkpoint copying nothing); appends go on while one runs, so it reaches
     # 1-5x what SQLite's own auto-checkpoint lets it hold (4 MB) on a loaded machine
-    # (7-21 MB in 38 runs of each schema), and more while its disk stalls (43 MB seen
-    # once in ~35 runs, at schema 4 and at schema 5): bounded, but by the machine, so
+    # (7-21 MB in 28 runs of each schema), and more while its disk stalls (43 MB, seen
+    # once at each schema in ~30 runs): bounded, but by the machine, so
     # the test asks for less than three quarters of what a WAL that never starts over
     # would hold
     assert wal < 54 * 2**20, wal
