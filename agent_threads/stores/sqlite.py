@@ -152,8 +152,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
         # a vacuum of schema 4 (a process still running) reads only the segment's time,
         # so it could delete a segment written since its cutoff: it is refused (its whole
         # deletion, which writes nothing) whenever a chunk is newer than its segment's
-        # time, as it cannot tell which are. This code folds the chunks' times into the
-        # segment's first (see `_do_delete_segments`)
+        # time, as it cannot tell which are. This code marks the segments it deletes as
+        # written last first (see `_do_delete_segments`)
         "CREATE TRIGGER chunk_deleted BEFORE DELETE ON chunks WHEN OLD.written_at >"
         f" (SELECT written_at FROM segments WHERE id = OLD.key / {POSITIONS})"
         f" BEGIN SELECT RAISE(ABORT, '{_UNFOLDED}'); END",
@@ -843,8 +843,8 @@ class SQLiteStore(StoreBase):
                     connection, "segments", "name", segment_ids, not_written_since
                 )
             ]
-            # their chunks' times into their own, which the chunks' trigger checks
-            await connection.executemany(_FOLD_TIMES, names)
+            # written last, so the chunks' trigger lets their chunks go (in this transaction)
+            await connection.executemany(_DOOMED, names)
             for table in ("chunks", "unindexed"):
                 await connection.executemany(
                     f"DELETE FROM {table} WHERE key IN (SELECT key FROM {table}, {_BASE}"
@@ -913,12 +913,8 @@ class SQLiteStore(StoreBase):
         return gone_segments, gone_blobs
 
 
-def _chunks_of(segment: str) -> str:
-    """The condition of a chunk `c` that it is one of the segment row `segment`'s."""
-    return f"c.key >= {segment}.id * {POSITIONS} AND c.key < ({segment}.id + 1) * {POSITIONS}"
-
-
-_SEGMENT_CHUNKS = _chunks_of("s")
+_SEGMENT_CHUNKS = f"c.key >= s.id * {POSITIONS} AND c.key < (s.id + 1) * {POSITIONS}"
+"""The condition of a chunk `c` that it is one of segment row `s`'s."""
 
 _LIST_SEGMENTS = (
     "SELECT s.name, max(s.written_at, COALESCE((SELECT c.written_at FROM chunks AS c"
@@ -936,11 +932,9 @@ _NO_CHUNK_SINCE = (
 )
 """The condition of a segment `s` that no chunk of it was written after `?1`."""
 
-_FOLD_TIMES = (
-    "UPDATE segments SET written_at = max(written_at, COALESCE((SELECT max(c.written_at)"
-    f" FROM chunks AS c WHERE {_chunks_of('segments')}), 0)) WHERE name = ?"
-)
-"""Segment `?`'s time becomes the latest of its own and its chunks' (before a deletion)."""
+_DOOMED = "UPDATE segments SET written_at = 9e999 WHERE name = ?"
+"""Segment `?`, about to be deleted, gets an infinite time: later than any chunk's, which
+the chunk deletion trigger (schema 5) asks of every chunk it lets go."""
 
 _KEYS_PER_QUERY = 500
 """Keys one `IN (...)` lists: under SQLite's lowest limit of parameters (999)."""

@@ -552,7 +552,7 @@ async def test_a_vacuum_of_schema_4_still_running_cannot_delete_chunks_written_s
     async with SQLiteStore(path) as store:
         loaded = await ChatMessageThread.load(thread.id, store=store)
         assert [m.text for m in loaded.messages] == ["a", "b"]
-        # this code's deletion folds the chunks' times in first
+        # this code's deletion marks the segment written last first
         assert await store.delete_segments([segment_id]) == 1
 
 
