@@ -324,11 +324,25 @@ PG_STORE = "agent-threads PostgresStore"
 REDIS_STORE = "agent-threads RedisStore"
 
 
+RAW_SQLITE_SETUP = (
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "CREATE TABLE IF NOT EXISTS bare (data TEXT NOT NULL)",
+)
+"""The raw SQLite baselines' database, through aiosqlite or not."""
+
+
 async def open_raw_sqlite(path: Path) -> aiosqlite.Connection:
     db = await aiosqlite.connect(path, isolation_level=None)
-    await db.execute("PRAGMA journal_mode = WAL")
-    await db.execute("PRAGMA synchronous = NORMAL")
-    await db.execute("CREATE TABLE IF NOT EXISTS bare (data TEXT NOT NULL)")
+    for statement in RAW_SQLITE_SETUP:
+        await db.execute(statement)
+    return db
+
+
+def open_raw_sqlite_inline(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    for statement in RAW_SQLITE_SETUP:
+        db.execute(statement)
     return db
 
 
@@ -340,10 +354,7 @@ async def sqlite_contenders(stack: AsyncExitStack, root: Path) -> list[Contender
     stack.push_async_callback(async_session.close)
     db = await open_raw_sqlite(root / "raw.db")
     stack.push_async_callback(db.close)
-    inline = sqlite3.connect(root / "raw-inline.db", isolation_level=None)
-    inline.execute("PRAGMA journal_mode = WAL")
-    inline.execute("PRAGMA synchronous = NORMAL")
-    inline.execute("CREATE TABLE IF NOT EXISTS bare (data TEXT NOT NULL)")
+    inline = open_raw_sqlite_inline(root / "raw-inline.db")
     stack.callback(inline.close)
     return [
         raw_sqlite(db),
