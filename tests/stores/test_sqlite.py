@@ -30,6 +30,7 @@ from agent_threads import (
 )
 from agent_threads.stores import sqlite as sqlite_module
 from agent_threads.stores._sqlite_inline import (
+    CACHE_KIB,
     CHECKPOINT_PAGES,
     PAGES_PER_CHUNK,
     PAGES_PER_WRITE,
@@ -638,6 +639,16 @@ def test_the_inline_connection_waits_for_a_lock_while_it_opens_and_never_after(
     release.join()
     assert inline.fetch("SELECT count(*) FROM t", ()) == [(0,)]
     inline.close()
+
+
+def test_the_inline_connection_caches_more_pages_than_sqlites_default(tmp_path: Path) -> None:
+    # a thread loaded again reads its rows from memory, not from the file system
+    inline = InlineConnection(str(tmp_path / "t.db"), busy_timeout=1.0)
+    try:
+        assert inline.fetch("PRAGMA cache_size", ()) == [(-CACHE_KIB,)]
+        assert CACHE_KIB > 2000  # SQLite's default: -2000 (KiB)
+    finally:
+        inline.close()
 
 
 async def test_a_store_opened_and_cancelled_while_it_opens_closes_what_it_opened(
