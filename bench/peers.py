@@ -74,7 +74,11 @@ BATCH_CALLS = 6
 EAGER_N = 10_000
 LAZY_N = 100_000
 TAIL = 50
-EAGER_CALLS = 1
+EAGER_CALLS = 3
+"""Eager loads per contender per round. Not one: the collection run before each
+contender's calls would also run the collections its own last load left due, outside
+the clock. With one call a round, the session's load took 41.6 ms, but 56 and 51 ms as
+the second and third of three in a row (agent-threads: 44-47 ms in each place)."""
 TAIL_CALLS = 20
 TURNS = 200
 RESULTS = Path(__file__).parent / "results" / "peers.md"
@@ -842,7 +846,8 @@ def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) ->
         f" {ROUNDS} rounds of the time per call (after one unrecorded round), a ratio the"
         " median over rounds of the two contenders' times in the same round. What the"
         " setup built is frozen out of the collector (`gc.freeze()`), which runs before"
-        " each contender's calls. Append"
+        " each contender's calls; each makes several in a row, so the collections its"
+        " own calls leave due run inside its time. Append"
         " + checkpoint is one call, `on_new_messages(..., checkpoint=True)`. Raw baselines"
         " serialize each message with `Message.model_dump_json()` inside the timed call,"
         " then insert and commit: aiosqlite with WAL and synchronous=NORMAL on one"
