@@ -75,10 +75,7 @@ EAGER_N = 10_000
 LAZY_N = 100_000
 TAIL = 50
 EAGER_CALLS = 3
-"""Eager loads per contender per round. Not one: the collection run before each
-contender's calls would also run the collections its own last load left due, outside
-the clock. With one call a round, the session's load took 41.6 ms, but 56 and 51 ms as
-the second and third of three in a row (agent-threads: 44-47 ms in each place)."""
+"""Eager loads per contender per round (after its unrecorded one, see `_round`)."""
 TAIL_CALLS = 20
 TURNS = 200
 RESULTS = Path(__file__).parent / "results" / "peers.md"
@@ -269,10 +266,17 @@ async def race(contenders: Sequence[Contender], calls: int, size: int) -> Figure
 async def _round(
     contenders: Sequence[Contender], calls: int, size: int, into: dict[str, list[float]] | None
 ) -> None:
-    """One round: the contenders in a fresh order, each making the same calls in a row."""
-    work = [batch(size) if size else NO_INPUT for _ in range(calls)]
+    """One round: the contenders in a fresh order, each making the same calls in a row.
+
+    Each makes one call more first, unrecorded, so that every call timed follows one of
+    its own: a call following another contender's can take longer whatever either was
+    (eager loads: 7-11 ms of ~50 after the Agents SDK session, even with a collection
+    between; both sides alike), and which contender precedes which changes every round.
+    """
+    warm_up, *work = [batch(size) if size else NO_INPUT for _ in range(calls + 1)]
     for contender in _ORDER.sample(list(contenders), len(contenders)):
         gc.collect()  # the garbage of the one before is not this one's to sweep
+        await contender.call(warm_up)
         began = time.perf_counter()
         for b in work:
             await contender.call(b)
@@ -846,8 +850,10 @@ def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) ->
         f" {ROUNDS} rounds of the time per call (after one unrecorded round), a ratio the"
         " median over rounds of the two contenders' times in the same round. What the"
         " setup built is frozen out of the collector (`gc.freeze()`), which runs before"
-        " each contender's calls; each makes several in a row, so the collections its"
-        " own calls leave due run inside its time. Append"
+        " each contender's calls. Each contender makes one call more first in each round,"
+        " unrecorded, so every call timed follows one of its own, not another"
+        " contender's (after the Agents SDK session, an eager load took 7-11 ms longer,"
+        " whichever library made it). Append"
         " + checkpoint is one call, `on_new_messages(..., checkpoint=True)`. Raw baselines"
         " serialize each message with `Message.model_dump_json()` inside the timed call,"
         " then insert and commit: aiosqlite with WAL and synchronous=NORMAL on one"
