@@ -199,6 +199,9 @@ class SegmentCache:
         start: int,
         messages: Sequence[Message],
     ) -> None:
+        if len(messages) == 1:  # an append of one message: no maps to build (0.7 us, not 2.6)
+            _add_place(places, messages[0].id, self._place(segment_id, start))
+            return
         ids = list(map(_message_id, messages))
         first = self._place(segment_id, start)
         fresh = dict(zip(ids, range(first, first + len(ids)), strict=True))
