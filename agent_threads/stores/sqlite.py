@@ -840,7 +840,12 @@ class SQLiteStore(StoreBase):
             names = [
                 (name,)
                 for name in await _present(
-                    connection, "segments", "name", segment_ids, not_written_since
+                    connection,
+                    "segments",
+                    "name",
+                    segment_ids,
+                    not_written_since,
+                    unless=_CHUNK_SINCE,  # schema 5: a chunk holds its own time
                 )
             ]
             # written last, so the chunks' trigger lets their chunks go (in this transaction)
@@ -927,10 +932,8 @@ Rows are written in order of position, so the last chunk is the latest written (
 read a segment, not one a chunk; `_present` checks every chunk before a deletion).
 """
 
-_NO_CHUNK_SINCE = (
-    f" AND NOT EXISTS (SELECT 1 FROM chunks AS c WHERE {_SEGMENT_CHUNKS} AND c.written_at > ?1)"
-)
-"""The condition of a segment `s` that no chunk of it was written after `?1`."""
+_CHUNK_SINCE = f"SELECT 1 FROM chunks AS c WHERE {_SEGMENT_CHUNKS} AND c.written_at > ?1"
+"""The chunks of segment `s` written after `?1`: a segment holding one was written since."""
 
 _DOOMED = "UPDATE segments SET written_at = 9e999 WHERE name = ?"
 """Segment `?`, about to be deleted, gets an infinite time: later than any chunk's, which
@@ -946,19 +949,21 @@ async def _present(
     column: str,
     keys: list[str],
     not_written_since: float | None,
+    *,
+    unless: str = "",
 ) -> list[str]:
     """Those of `keys` in `table` (by `column`), not written after `not_written_since`.
 
-    A segment's chunks hold their own times (schema 5): each is checked, as a segment
-    written since holds one written since.
+    `unless`: a fixed condition on row `s`, with `?1` the cutoff, that also counts as
+    written since (`_CHUNK_SINCE`); only checked when a cutoff is given.
     """
     found: list[str] = []
     cutoff = math.inf if not_written_since is None else not_written_since
-    chunks = _NO_CHUNK_SINCE if table == "segments" else ""
+    since = f" AND NOT EXISTS ({unless})" if unless and not_written_since is not None else ""
     for lo in range(0, len(keys), _KEYS_PER_QUERY):
         batch = keys[lo : lo + _KEYS_PER_QUERY]
         rows = await connection.execute_fetchall(
-            f"SELECT {column} FROM {table} AS s WHERE written_at <= ?1{chunks}"  # fixed names
+            f"SELECT {column} FROM {table} AS s WHERE written_at <= ?1{since}"  # fixed text
             f" AND {column} IN ({', '.join('?' * len(batch))})",
             (cutoff, *batch),
         )
@@ -1036,7 +1041,7 @@ def _size(text: str) -> int:
 def _chunks(segment_id: str, start: int, rows: Sequence[Row]) -> list[_Chunk]:
     """The chunks of `rows` written at `start`: one, unless long or holding newlines.
 
-    None for no rows. ValueError if they would pass the segment's last position.
+    No chunk for no rows. ValueError if they would pass the segment's last position.
     """
     if start + len(rows) > POSITIONS:
         raise ValueError(f"segment {segment_id!r}: positions end at {POSITIONS - 1}")
