@@ -34,8 +34,8 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
-from typing import Any
+from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import JsonValue, ValidationError
@@ -119,6 +119,9 @@ _DRIVER_ERRORS = (
         StoreUnavailableError,
     ),
     ErrorRule(asyncpg.InterfaceError, StoreUnavailableError, "connection is closed"),
+    # the server ended the connection between two statements of one transaction: its
+    # farewell (an error message) was read, its close not yet (see `_Pool.acquire`)
+    ErrorRule(asyncpg.InternalClientError, StoreUnavailableError, "another operation"),
     ErrorRule(  # too many clients already; a lock not granted within lock_timeout
         (asyncpg.TooManyConnectionsError, asyncpg.LockNotAvailableError), StoreUnavailableError
     ),
@@ -131,6 +134,8 @@ _DRIVER_ERRORS = (
     *CONNECTION_ERRORS,
 )
 """What asyncpg's errors mean here (see `StoreBase`)."""
+
+_T = TypeVar("_T")
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -281,6 +286,10 @@ def _refusing_nul(what: str) -> Iterator[None]:
         ) from exc
 
 
+class _EndedWhileIdle(Exception):
+    """The server ended a pooled connection while it sat idle; nothing was sent on it."""
+
+
 class _Pool:
     """Connections to reuse, at most `max_size` in use at once.
 
@@ -293,6 +302,13 @@ class _Pool:
     later), up to `settle_timeout`, shielded from cancellation, and closes the
     connection if it does not answer then, or if it was lost. Idle connections stay
     open until `close()`.
+
+    A server ends a connection with an error message, then closes it. Once asyncpg has
+    read the message but not yet the close (a busy event loop reads them in different
+    passes), the connection looks open, yet refuses every statement before sending it
+    ("another operation is in progress"). On a connection taken idle, that refusal
+    raises `_EndedWhileIdle` (the connection is dropped) for the caller to run its
+    work again on another connection.
     """
 
     def __init__(
@@ -320,11 +336,15 @@ class _Pool:
                 connection = self._idle.pop()
                 if connection.is_closed():  # its server went away while it was idle
                     connection = None
+            was_idle = connection is not None
             if connection is None:
                 connection = await self._connect()
             try:
                 yield connection
             except BaseException as exc:
+                if was_idle and _ended_before_sending(exc):
+                    connection.terminate()
+                    raise _EndedWhileIdle from exc
                 if _statement_over(exc):
                     self._give_back(connection)
                 else:
@@ -370,6 +390,15 @@ class _Pool:
             connection.terminate()
 
 
+def _ended_before_sending(exc: BaseException) -> bool:
+    """Whether asyncpg refused to send a statement on a connection its server had ended.
+
+    It raises this when a message came while the connection sat idle (the server's
+    farewell): nothing more is sent on it, and a transaction open on it has ended.
+    """
+    return isinstance(exc, asyncpg.InternalClientError) and "another operation" in str(exc)
+
+
 def _statement_over(exc: BaseException) -> bool:
     """Whether the statement that raised `exc` is over, its connection idle again.
 
@@ -380,14 +409,6 @@ def _statement_over(exc: BaseException) -> bool:
     return isinstance(cause, asyncpg.PostgresError) and not isinstance(
         cause, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)
     )
-
-
-async def _fetch_pair(connection: asyncpg.Connection, query: str, *args: object) -> tuple[Any, Any]:
-    """The two columns of the one row `query` returns (the CAS statements always return one)."""
-    row = await connection.fetchrow(query, *args)
-    if row is None:  # pragma: no cover - a SELECT without FROM returns exactly one row
-        raise RuntimeError(f"no row from {query!r}")
-    return row[0], row[1]
 
 
 def _position_taken(exc: asyncpg.UniqueViolationError, writes: Sequence[RowWrite]) -> ConflictError:
@@ -499,15 +520,36 @@ class PostgresStore(StoreBase):
         )
         return connection
 
-    def _connection(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
-        pool = self._pool
-        return self._opening_connection() if pool is None else pool.acquire()
+    async def _run(self, work: Callable[[asyncpg.Connection], Awaitable[_T]]) -> _T:
+        """`work`, one statement or one transaction, on a connection of the pool.
 
-    @asynccontextmanager
-    async def _opening_connection(self) -> AsyncIterator[asyncpg.Connection]:
-        pool = await self._connection_pool()
-        async with pool.acquire() as connection:
-            yield connection
+        Run again on another connection if the server had ended the one it was given
+        while that sat idle (`_EndedWhileIdle`): nothing of `work` took effect. Each pass
+        takes one more idle connection, or opens a new one, so the passes are few.
+        """
+        pool = self._pool or await self._connection_pool()
+        while True:
+            try:
+                async with pool.acquire() as connection:
+                    return await work(connection)
+            except _EndedWhileIdle:
+                continue
+
+    async def _fetch(self, query: str, *args: object) -> list[asyncpg.Record]:
+        return await self._run(lambda connection: connection.fetch(query, *args))
+
+    async def _fetchrow(self, query: str, *args: object) -> asyncpg.Record | None:
+        return await self._run(lambda connection: connection.fetchrow(query, *args))
+
+    async def _fetch_pair(self, query: str, *args: object) -> tuple[Any, Any]:
+        """The two columns of the one row `query` returns (the CAS statements always return one)."""
+        row = await self._fetchrow(query, *args)
+        if row is None:  # pragma: no cover - a SELECT without FROM returns exactly one row
+            raise RuntimeError(f"no row from {query!r}")
+        return row[0], row[1]
+
+    async def _execute(self, query: str, *args: object) -> None:
+        await self._run(lambda connection: connection.execute(query, *args))
 
     async def _migrate(self, connection: asyncpg.Connection) -> None:
         """Bring the schema to SCHEMA_VERSION, or refuse a newer one."""
@@ -564,12 +606,9 @@ class PostgresStore(StoreBase):
             raise StoreCorruptedError(where, detail=f"undecodable record: {exc}") from exc
 
     async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
-        async with self._connection() as connection:
-            row = await connection.fetchrow(
-                f"SELECT {_RECORD_COLUMNS} FROM records WHERE kind = $1 AND id = $2",
-                kind,
-                record_id,
-            )
+        row = await self._fetchrow(
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE kind = $1 AND id = $2", kind, record_id
+        )
         return None if row is None else self._decode_record(row)
 
     async def _do_put_record(self, record: Record, *, expected_version: int) -> Record:
@@ -586,22 +625,20 @@ class PostgresStore(StoreBase):
         new = expected_version == 0
         segments, rows, values = _commit_values(writes)
         statement = _commit_statement(new, segments, rows)
-        async with self._connection() as connection:
-            try:
-                with _refusing_nul(f"{record.kind} {record.id!r} or its rows"):
-                    written, stored = await _fetch_pair(
-                        connection,
-                        statement,
-                        record.kind,
-                        record.id,
-                        first_version() if new else expected_version,
-                        record.owner,
-                        list(record.tags),
-                        _json_text(record.data),
-                        *values,
-                    )
-            except asyncpg.UniqueViolationError as exc:  # the statement wrote nothing
-                raise _position_taken(exc, writes) from exc
+        try:
+            with _refusing_nul(f"{record.kind} {record.id!r} or its rows"):
+                written, stored = await self._fetch_pair(
+                    statement,
+                    record.kind,
+                    record.id,
+                    first_version() if new else expected_version,
+                    record.owner,
+                    list(record.tags),
+                    _json_text(record.data),
+                    *values,
+                )
+        except asyncpg.UniqueViolationError as exc:  # the statement wrote nothing
+            raise _position_taken(exc, writes) from exc
         if written is None:
             if stored == expected_version:  # the statement waited for the winner's write
                 raise ConflictError(
@@ -614,10 +651,7 @@ class PostgresStore(StoreBase):
     async def _do_delete_record(
         self, kind: str, record_id: str, *, expected_version: int | None
     ) -> bool:
-        async with self._connection() as connection:
-            deleted, stored = await _fetch_pair(
-                connection, _DELETE_RECORD, kind, record_id, expected_version
-            )
+        deleted, stored = await self._fetch_pair(_DELETE_RECORD, kind, record_id, expected_version)
         if deleted is None and stored is not None:
             raise version_conflict(kind, record_id, expected_version, stored)
         return deleted is not None
@@ -637,116 +671,103 @@ class PostgresStore(StoreBase):
             f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(conditions)}"
             " ORDER BY kind, id"
         )
-        async with self._connection() as connection:
-            rows = await connection.fetch(query, *args)
-        return [self._decode_record(row) for row in rows]
+        return [self._decode_record(row) for row in await self._fetch(query, *args)]
 
     # -- segments ---------------------------------------------------------------------
 
     async def _do_append_rows(self, segment_id: str, start: int, rows: Sequence[Row]) -> None:
         message_ids = [row.message_id for row in rows]
         data = [row.data for row in rows]
-        async with self._connection() as connection:
-            try:
-                with _refusing_nul(f"a row of segment {segment_id!r}"):
-                    await connection.execute(
-                        _APPEND_ROWS, segment_id, start, message_ids, data, time.time()
-                    )
-            except asyncpg.UniqueViolationError as exc:  # the statement wrote nothing
-                raise _position_taken(exc, [RowWrite(segment_id, start, rows)]) from exc
+        try:
+            with _refusing_nul(f"a row of segment {segment_id!r}"):
+                await self._execute(_APPEND_ROWS, segment_id, start, message_ids, data, time.time())
+        except asyncpg.UniqueViolationError as exc:  # the statement wrote nothing
+            raise _position_taken(exc, [RowWrite(segment_id, start, rows)]) from exc
 
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        async with self._connection() as connection:
-            rows = await connection.fetch(
-                "SELECT data FROM segment_rows"
-                " WHERE segment_id = $1 AND position >= $2 AND position < $3 ORDER BY position",
-                segment_id,
-                start,
-                end,
-            )
+        rows = await self._fetch(
+            "SELECT data FROM segment_rows"
+            " WHERE segment_id = $1 AND position >= $2 AND position < $3 ORDER BY position",
+            segment_id,
+            start,
+            end,
+        )
         return check_read(segment_id, start, end, [row[0] for row in rows])
 
     async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
-        async with self._connection() as connection:
-            rows = await connection.fetch(
-                "SELECT segment_id, position FROM segment_rows WHERE message_id = $1"
-                " ORDER BY segment_id, position",
-                message_id,
-            )
+        rows = await self._fetch(
+            "SELECT segment_id, position FROM segment_rows WHERE message_id = $1"
+            " ORDER BY segment_id, position",
+            message_id,
+        )
         return [(segment_id, position) for segment_id, position in rows]
 
     async def _do_locate_messages(self, message_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
-        async with self._connection() as connection:
-            rows = await connection.fetch(
-                "SELECT message_id, segment_id, position FROM segment_rows"
-                " WHERE message_id = ANY($1::text[]) ORDER BY segment_id, position",
-                message_ids,
-            )
+        rows = await self._fetch(
+            "SELECT message_id, segment_id, position FROM segment_rows"
+            " WHERE message_id = ANY($1::text[]) ORDER BY segment_id, position",
+            message_ids,
+        )
         places: dict[str, list[tuple[str, int]]] = {m: [] for m in message_ids}
         for message_id, segment_id, position in rows:
             places[message_id].append((segment_id, position))
         return places
 
     async def _do_list_segments(self) -> dict[str, float]:
-        async with self._connection() as connection:
-            rows = await connection.fetch("SELECT segment_id, written_at FROM segments")
+        rows = await self._fetch("SELECT segment_id, written_at FROM segments")
         return {row[0]: row[1] for row in rows}
 
     async def _do_delete_segments(
         self, segment_ids: list[str], *, not_written_since: float | None
     ) -> int:
-        async with self._connection() as connection, connection.transaction():
-            # a row a concurrent write or mark updated is checked again after it (read
-            # committed); such a write holds its segment's row until it commits
-            deleted = await connection.fetch(
-                "DELETE FROM segments WHERE segment_id = ANY($1::text[])"
-                " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING segment_id",
-                segment_ids,
-                not_written_since,
-            )
-            # a statement of its own, as a cascade would be: it sees the rows of a write
-            # the deletion waited for
-            await connection.execute(
-                "DELETE FROM segment_rows WHERE segment_id = ANY($1::text[])",
-                [row[0] for row in deleted],
-            )
-        return len(deleted)
+
+        async def delete(connection: asyncpg.Connection) -> int:
+            async with connection.transaction():
+                # a row a concurrent write or mark updated is checked again after it (read
+                # committed); such a write holds its segment's row until it commits
+                deleted = await connection.fetch(
+                    "DELETE FROM segments WHERE segment_id = ANY($1::text[])"
+                    " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING segment_id",
+                    segment_ids,
+                    not_written_since,
+                )
+                # a statement of its own, as a cascade would be: it sees the rows of a write
+                # the deletion waited for
+                await connection.execute(
+                    "DELETE FROM segment_rows WHERE segment_id = ANY($1::text[])",
+                    [row[0] for row in deleted],
+                )
+            return len(deleted)
+
+        return await self._run(delete)
 
     async def _do_mark_written(
         self, segment_ids: list[str], digests: list[str], now: float
     ) -> tuple[set[str], set[str]]:
-        async with self._connection() as connection:
-            segments, blobs = await _fetch_pair(
-                connection, _MARK_WRITTEN, segment_ids, digests, now
-            )
+        segments, blobs = await self._fetch_pair(_MARK_WRITTEN, segment_ids, digests, now)
         return set(segment_ids) - set(segments), set(digests) - set(blobs)
 
     # -- blobs ------------------------------------------------------------------------
 
     async def _do_put_blob(self, digest: str, data: bytes) -> None:
-        async with self._connection() as connection:
-            await connection.execute(_PUT_BLOB, digest, bytes(data), time.time())
+        await self._execute(_PUT_BLOB, digest, bytes(data), time.time())
 
     async def _do_get_blob(self, digest: str) -> bytes | None:
-        async with self._connection() as connection:
-            data: bytes | None = await connection.fetchval(
-                "SELECT data FROM blobs WHERE digest = $1", digest
-            )
+        row = await self._fetchrow("SELECT data FROM blobs WHERE digest = $1", digest)
+        data: bytes | None = None if row is None else row[0]
         return data
 
     async def _do_list_blobs(self) -> dict[str, float]:
-        async with self._connection() as connection:
-            rows = await connection.fetch("SELECT digest, written_at FROM blobs")
+        rows = await self._fetch("SELECT digest, written_at FROM blobs")
         return {row[0]: row[1] for row in rows}
 
     async def _do_delete_blobs(self, digests: list[str], *, not_written_since: float | None) -> int:
-        async with self._connection() as connection:
-            deleted = await connection.fetch(
-                "DELETE FROM blobs WHERE digest = ANY($1::text[])"
-                " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING 1",
-                digests,
-                not_written_since,
-            )
+        deleted = await self._fetch(
+            "DELETE FROM blobs WHERE digest = ANY($1::text[])"
+            " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING 1",
+            digests,
+            not_written_since,
+        )
         return len(deleted)
 
 

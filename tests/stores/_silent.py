@@ -4,7 +4,9 @@
 - `unaccepting_server()`: listens but accepts nothing; once its queue is full, a new
   connection is never established (on Linux), so only a connect timeout ends the wait.
 - `StallingProxy`: forwards to a real server until `stall()`, then forwards nothing
-  either way (a network gone silent, connections left open) until `resume()`.
+  either way (a network gone silent, connections left open) until `resume()`; with
+  `hold_closes=True`, a connection the server closes stays open to the client until
+  `release_closes()`.
 """
 
 from __future__ import annotations
@@ -70,10 +72,16 @@ class StallingProxy:
 
     While stalled, it forwards nothing in either direction, on connections open or new,
     and closes none of them. After `resume()`, new connections are forwarded again.
+    With `hold_closes`, a connection the server closes gets everything the server sent
+    but stays open to the client (a close that has not arrived yet) until
+    `release_closes()`; closes after that pass at once.
     """
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], *, hold_closes: bool = False) -> None:
         self._target = target
+        self._closes_released = anyio.Event()
+        if not hold_closes:
+            self._closes_released.set()
         self._stalled = anyio.Event()
         self.port = 0
 
@@ -92,6 +100,9 @@ class StallingProxy:
     def resume(self) -> None:
         self._stalled = anyio.Event()
 
+    def release_closes(self) -> None:
+        self._closes_released.set()
+
     async def _serve(self, client: SocketStream) -> None:
         stalled = self._stalled
         if stalled.is_set():
@@ -101,6 +112,7 @@ class StallingProxy:
         async with client, upstream, anyio.create_task_group() as group:
             group.start_soon(self._pipe, client, upstream, stalled)
             await self._pipe(upstream, client, stalled)
+            await self._closes_released.wait()
             group.cancel_scope.cancel()
 
     @staticmethod

@@ -467,9 +467,15 @@ async def test_deleting_a_segment_after_a_write_it_waited_for_deletes_that_write
 # -- cut connections -------------------------------------------------------------------------
 
 
-def _named_dsn(name: str) -> str:
+def _named_dsn(name: str, port: int | None = None) -> str:
+    """The test server's DSN, its connections named `name`, reached through `port` if given."""
     parsed = urlparse(POSTGRES_DSN)
     query = f"{parsed.query}&" if parsed.query else ""
+    if port is not None:
+        userinfo = parsed.netloc.rpartition("@")[0]
+        parsed = parsed._replace(
+            netloc=f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
+        )
     return parsed._replace(query=query + urlencode({"application_name": name})).geturl()
 
 
@@ -534,6 +540,28 @@ async def test_connection_killed_between_calls_is_replaced(
         for pid in await _backends(admin, name, waiting=False):  # wait until it is gone
             assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
         assert (await named.get_record("k", "r")) is not None
+
+
+async def test_a_connection_ended_while_idle_is_replaced_before_its_close_arrives(
+    store: PostgresStore, admin: asyncpg.Connection
+) -> None:
+    # the server's farewell (an error message) has reached the idle connection, its close
+    # has not (as happens on a busy machine): the next call must not fail on it
+    parsed = urlparse(POSTGRES_DSN)
+    proxy = StallingProxy((parsed.hostname or "127.0.0.1", parsed.port or 5432), hold_closes=True)
+    name = f"ended-{uuid.uuid4().hex[:12]}"
+    async with (
+        proxy.running(),
+        PostgresStore(_named_dsn(name, proxy.port), schema=store.schema, max_size=1) as named,
+    ):
+        stored = await named.put_record(Record(kind="k", id="r"), expected_version=0)
+        for pid in await _backends(admin, name, waiting=False):
+            assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+        await anyio.wait_all_tasks_blocked()  # the proxy has passed the farewell on
+        assert await named.get_record("k", "r") == stored
+        deleted = await named.delete_record("k", "r", expected_version=stored.version)
+        assert deleted  # and a write on the new connection
+        proxy.release_closes()
 
 
 async def test_a_connection_cut_during_a_write_raises_store_unavailable_then_recovers(
