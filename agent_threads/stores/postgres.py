@@ -119,9 +119,9 @@ _DRIVER_ERRORS = (
         StoreUnavailableError,
     ),
     ErrorRule(asyncpg.InterfaceError, StoreUnavailableError, "connection is closed"),
-    # the server ended the connection between two statements of one transaction: its
-    # farewell (an error message) was read, its close not yet (see `_Pool.acquire`)
-    ErrorRule(asyncpg.InternalClientError, StoreUnavailableError, "another operation"),
+    # a statement refused on a connection the server had ended, its farewell read and its
+    # close not yet (see `_Pool.acquire`), where no other connection is tried: one just opened
+    ErrorRule(asyncpg.InternalClientError, StoreUnavailableError, "another operation (2)"),
     ErrorRule(  # too many clients already; a lock not granted within lock_timeout
         (asyncpg.TooManyConnectionsError, asyncpg.LockNotAvailableError), StoreUnavailableError
     ),
@@ -287,7 +287,7 @@ def _refusing_nul(what: str) -> Iterator[None]:
 
 
 class _EndedWhileIdle(Exception):
-    """The server ended a pooled connection while it sat idle; nothing was sent on it."""
+    """The server ended a pooled connection while it sat idle: nothing run on it took effect."""
 
 
 class _Pool:
@@ -391,23 +391,23 @@ class _Pool:
 
 
 def _ended_before_sending(exc: BaseException) -> bool:
-    """Whether asyncpg refused to send a statement on a connection its server had ended.
+    """Whether asyncpg refused a statement on a connection its server had ended.
 
-    It raises this when a message came while the connection sat idle (the server's
-    farewell): nothing more is sent on it, and a transaction open on it has ended.
+    A message that comes while the connection sits idle (the server's farewell) leaves
+    asyncpg's protocol in state 2 (consuming an error), which refuses every statement
+    before it runs; a transaction open on the connection ended with it.
     """
-    return isinstance(exc, asyncpg.InternalClientError) and "another operation" in str(exc)
+    return isinstance(exc, asyncpg.InternalClientError) and "another operation (2)" in str(exc)
 
 
 def _statement_over(exc: BaseException) -> bool:
     """Whether the statement that raised `exc` is over, its connection idle again.
 
-    So it is after an error the server reported for it (raised as is, or as the
-    `__cause__` of the store's own error), unless the connection is lost with it.
+    So it is after an error the server reported for it, unless the connection is lost
+    with it.
     """
-    cause = exc if isinstance(exc, asyncpg.PostgresError) else exc.__cause__
-    return isinstance(cause, asyncpg.PostgresError) and not isinstance(
-        cause, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)
+    return isinstance(exc, asyncpg.PostgresError) and not isinstance(
+        exc, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)
     )
 
 
@@ -521,11 +521,12 @@ class PostgresStore(StoreBase):
         return connection
 
     async def _run(self, work: Callable[[asyncpg.Connection], Awaitable[_T]]) -> _T:
-        """`work`, one statement or one transaction, on a connection of the pool.
+        """`work` on a connection of the pool: only one statement, or `_transaction`'s.
 
         Run again on another connection if the server had ended the one it was given
-        while that sat idle (`_EndedWhileIdle`): nothing of `work` took effect. Each pass
-        takes one more idle connection, or opens a new one, so the passes are few.
+        while that sat idle (`_EndedWhileIdle`): nothing of `work` took effect, which
+        holds only for one statement or one transaction. Each pass takes one more idle
+        connection, or opens a new one, so the passes are few.
         """
         pool = self._pool or await self._connection_pool()
         while True:
@@ -534,6 +535,15 @@ class PostgresStore(StoreBase):
                     return await work(connection)
             except _EndedWhileIdle:
                 continue
+
+    async def _transaction(self, work: Callable[[asyncpg.Connection], Awaitable[_T]]) -> _T:
+        """`work`, any number of statements, in one transaction (see `_run`)."""
+
+        async def transact(connection: asyncpg.Connection) -> _T:
+            async with connection.transaction():
+                return await work(connection)
+
+        return await self._run(transact)
 
     async def _fetch(self, query: str, *args: object) -> list[asyncpg.Record]:
         return await self._run(lambda connection: connection.fetch(query, *args))
@@ -722,24 +732,23 @@ class PostgresStore(StoreBase):
     ) -> int:
 
         async def delete(connection: asyncpg.Connection) -> int:
-            async with connection.transaction():
-                # a row a concurrent write or mark updated is checked again after it (read
-                # committed); such a write holds its segment's row until it commits
-                deleted = await connection.fetch(
-                    "DELETE FROM segments WHERE segment_id = ANY($1::text[])"
-                    " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING segment_id",
-                    segment_ids,
-                    not_written_since,
-                )
-                # a statement of its own, as a cascade would be: it sees the rows of a write
-                # the deletion waited for
-                await connection.execute(
-                    "DELETE FROM segment_rows WHERE segment_id = ANY($1::text[])",
-                    [row[0] for row in deleted],
-                )
+            # a row a concurrent write or mark updated is checked again after it (read
+            # committed); such a write holds its segment's row until it commits
+            deleted = await connection.fetch(
+                "DELETE FROM segments WHERE segment_id = ANY($1::text[])"
+                " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING segment_id",
+                segment_ids,
+                not_written_since,
+            )
+            # a statement of its own, as a cascade would be: it sees the rows of a write
+            # the deletion waited for
+            await connection.execute(
+                "DELETE FROM segment_rows WHERE segment_id = ANY($1::text[])",
+                [row[0] for row in deleted],
+            )
             return len(deleted)
 
-        return await self._run(delete)
+        return await self._transaction(delete)
 
     async def _do_mark_written(
         self, segment_ids: list[str], digests: list[str], now: float
