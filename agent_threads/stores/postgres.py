@@ -137,6 +137,11 @@ _DRIVER_ERRORS = (
 
 _T = TypeVar("_T")
 
+# the statements `PostgresStore._run` runs, as functions of a connection
+_FETCH: Callable[..., Awaitable[list[asyncpg.Record]]] = asyncpg.Connection.fetch
+_FETCHROW: Callable[..., Awaitable[asyncpg.Record | None]] = asyncpg.Connection.fetchrow
+_EXECUTE: Callable[..., Awaitable[str]] = asyncpg.Connection.execute
+
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 _RECORD_COLUMNS = "kind, id, version, owner, tags, data::text"
@@ -520,19 +525,20 @@ class PostgresStore(StoreBase):
         )
         return connection
 
-    async def _run(self, work: Callable[[asyncpg.Connection], Awaitable[_T]]) -> _T:
-        """`work` on a connection of the pool: only one statement, or `_transaction`'s.
+    async def _run(self, work: Callable[..., Awaitable[_T]], *args: object) -> _T:
+        """`work(connection, *args)` on a connection of the pool.
 
-        Run again on another connection if the server had ended the one it was given
-        while that sat idle (`_EndedWhileIdle`): nothing of `work` took effect, which
-        holds only for one statement or one transaction. Each pass takes one more idle
-        connection, or opens a new one, so the passes are few.
+        `work` is one statement (`_FETCH`, `_FETCHROW`, `_EXECUTE`) or one transaction
+        (`_transaction`'s). It runs again on another connection if the server had ended
+        the one it was given while that sat idle (`_EndedWhileIdle`): nothing of `work`
+        took effect, which holds only for one statement or one transaction. Each pass
+        takes one more idle connection, or opens a new one, so the passes are few.
         """
         pool = self._pool or await self._connection_pool()
         while True:
             try:
                 async with pool.acquire() as connection:
-                    return await work(connection)
+                    return await work(connection, *args)
             except _EndedWhileIdle:
                 continue
 
@@ -545,21 +551,12 @@ class PostgresStore(StoreBase):
 
         return await self._run(transact)
 
-    async def _fetch(self, query: str, *args: object) -> list[asyncpg.Record]:
-        return await self._run(lambda connection: connection.fetch(query, *args))
-
-    async def _fetchrow(self, query: str, *args: object) -> asyncpg.Record | None:
-        return await self._run(lambda connection: connection.fetchrow(query, *args))
-
     async def _fetch_pair(self, query: str, *args: object) -> tuple[Any, Any]:
         """The two columns of the one row `query` returns (the CAS statements always return one)."""
-        row = await self._fetchrow(query, *args)
+        row = await self._run(_FETCHROW, query, *args)
         if row is None:  # pragma: no cover - a SELECT without FROM returns exactly one row
             raise RuntimeError(f"no row from {query!r}")
         return row[0], row[1]
-
-    async def _execute(self, query: str, *args: object) -> None:
-        await self._run(lambda connection: connection.execute(query, *args))
 
     async def _migrate(self, connection: asyncpg.Connection) -> None:
         """Bring the schema to SCHEMA_VERSION, or refuse a newer one."""
@@ -616,8 +613,11 @@ class PostgresStore(StoreBase):
             raise StoreCorruptedError(where, detail=f"undecodable record: {exc}") from exc
 
     async def _do_get_record(self, kind: str, record_id: str) -> Record | None:
-        row = await self._fetchrow(
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE kind = $1 AND id = $2", kind, record_id
+        row = await self._run(
+            _FETCHROW,
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE kind = $1 AND id = $2",
+            kind,
+            record_id,
         )
         return None if row is None else self._decode_record(row)
 
@@ -681,7 +681,7 @@ class PostgresStore(StoreBase):
             f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(conditions)}"
             " ORDER BY kind, id"
         )
-        return [self._decode_record(row) for row in await self._fetch(query, *args)]
+        return [self._decode_record(row) for row in await self._run(_FETCH, query, *args)]
 
     # -- segments ---------------------------------------------------------------------
 
@@ -690,12 +690,15 @@ class PostgresStore(StoreBase):
         data = [row.data for row in rows]
         try:
             with _refusing_nul(f"a row of segment {segment_id!r}"):
-                await self._execute(_APPEND_ROWS, segment_id, start, message_ids, data, time.time())
+                await self._run(
+                    _EXECUTE, _APPEND_ROWS, segment_id, start, message_ids, data, time.time()
+                )
         except asyncpg.UniqueViolationError as exc:  # the statement wrote nothing
             raise _position_taken(exc, [RowWrite(segment_id, start, rows)]) from exc
 
     async def _do_read_rows(self, segment_id: str, start: int, end: int) -> list[str]:
-        rows = await self._fetch(
+        rows = await self._run(
+            _FETCH,
             "SELECT data FROM segment_rows"
             " WHERE segment_id = $1 AND position >= $2 AND position < $3 ORDER BY position",
             segment_id,
@@ -705,7 +708,8 @@ class PostgresStore(StoreBase):
         return check_read(segment_id, start, end, [row[0] for row in rows])
 
     async def _do_locate_message(self, message_id: str) -> list[tuple[str, int]]:
-        rows = await self._fetch(
+        rows = await self._run(
+            _FETCH,
             "SELECT segment_id, position FROM segment_rows WHERE message_id = $1"
             " ORDER BY segment_id, position",
             message_id,
@@ -713,7 +717,8 @@ class PostgresStore(StoreBase):
         return [(segment_id, position) for segment_id, position in rows]
 
     async def _do_locate_messages(self, message_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
-        rows = await self._fetch(
+        rows = await self._run(
+            _FETCH,
             "SELECT message_id, segment_id, position FROM segment_rows"
             " WHERE message_id = ANY($1::text[]) ORDER BY segment_id, position",
             message_ids,
@@ -724,7 +729,7 @@ class PostgresStore(StoreBase):
         return places
 
     async def _do_list_segments(self) -> dict[str, float]:
-        rows = await self._fetch("SELECT segment_id, written_at FROM segments")
+        rows = await self._run(_FETCH, "SELECT segment_id, written_at FROM segments")
         return {row[0]: row[1] for row in rows}
 
     async def _do_delete_segments(
@@ -759,19 +764,20 @@ class PostgresStore(StoreBase):
     # -- blobs ------------------------------------------------------------------------
 
     async def _do_put_blob(self, digest: str, data: bytes) -> None:
-        await self._execute(_PUT_BLOB, digest, bytes(data), time.time())
+        await self._run(_EXECUTE, _PUT_BLOB, digest, bytes(data), time.time())
 
     async def _do_get_blob(self, digest: str) -> bytes | None:
-        row = await self._fetchrow("SELECT data FROM blobs WHERE digest = $1", digest)
+        row = await self._run(_FETCHROW, "SELECT data FROM blobs WHERE digest = $1", digest)
         data: bytes | None = None if row is None else row[0]
         return data
 
     async def _do_list_blobs(self) -> dict[str, float]:
-        rows = await self._fetch("SELECT digest, written_at FROM blobs")
+        rows = await self._run(_FETCH, "SELECT digest, written_at FROM blobs")
         return {row[0]: row[1] for row in rows}
 
     async def _do_delete_blobs(self, digests: list[str], *, not_written_since: float | None) -> int:
-        deleted = await self._fetch(
+        deleted = await self._run(
+            _FETCH,
             "DELETE FROM blobs WHERE digest = ANY($1::text[])"
             " AND ($2::double precision IS NULL OR written_at <= $2) RETURNING 1",
             digests,
