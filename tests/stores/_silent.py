@@ -74,12 +74,14 @@ class StallingProxy:
     and closes none of them. After `resume()`, new connections are forwarded again.
     With `hold_closes`, a connection the server closes gets everything the server sent
     but stays open to the client (a close that has not arrived yet) until
-    `release_closes()`; closes after that pass at once.
+    `release_closes()`; closes after that pass at once. `close_held` is set once a
+    close is held, all the server sent before it passed on.
     """
 
     def __init__(self, target: tuple[str, int], *, hold_closes: bool = False) -> None:
         self._target = target
         self._closes_released = anyio.Event()
+        self.close_held = anyio.Event()
         if not hold_closes:
             self._closes_released.set()
         self._stalled = anyio.Event()
@@ -112,7 +114,9 @@ class StallingProxy:
         async with client, upstream, anyio.create_task_group() as group:
             group.start_soon(self._pipe, client, upstream, stalled)
             await self._pipe(upstream, client, stalled)
-            await self._closes_released.wait()
+            if not self._closes_released.is_set():
+                self.close_held.set()
+                await self._closes_released.wait()
             group.cancel_scope.cancel()
 
     @staticmethod

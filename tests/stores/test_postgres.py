@@ -557,7 +557,9 @@ async def test_a_connection_ended_while_idle_is_replaced_before_its_close_arrive
         stored = await named.put_record(Record(kind="k", id="r"), expected_version=0)
         for pid in await _backends(admin, name, waiting=False):
             assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
-        await anyio.wait_all_tasks_blocked()  # the proxy has passed the farewell on
+        with anyio.fail_after(BOUND):
+            await proxy.close_held.wait()  # the farewell is sent on to the client
+        await anyio.sleep(0.1)  # which reads it at the event loop's next poll of its socket
         assert await named.get_record("k", "r") == stored
         deleted = await named.delete_record("k", "r", expected_version=stored.version)
         assert deleted  # and a write on the new connection
