@@ -25,6 +25,11 @@ server checks the text and keeps it as written (no parsing into `jsonb` on every
 and printing back on every read), and it stays queryable (`data->>'title'`).
 PostgreSQL cannot hold the NUL character in text, so rows containing one are refused
 with a ValueError (record data holds it escaped, as JSON does).
+
+A connection the server ended while it sat idle in the pool (a restart, an operator's
+`pg_terminate_backend`) is replaced: the statement runs on another connection, as
+nothing of it took effect. A connection lost during a statement raises
+`StoreUnavailableError`, and the statement is not run again: it may have committed.
 """
 
 from __future__ import annotations
