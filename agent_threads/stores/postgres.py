@@ -27,9 +27,11 @@ PostgreSQL cannot hold the NUL character in text, so rows containing one are ref
 with a ValueError (record data holds it escaped, as JSON does).
 
 A connection the server ended while it sat idle in the pool (a restart, an operator's
-`pg_terminate_backend`) is replaced: the statement runs on another connection, as
-nothing of it took effect. A connection lost during a statement raises
-`StoreUnavailableError`, and the statement is not run again: it may have committed.
+`pg_terminate_backend`) is replaced if word of its end reached the client before the
+next statement was sent: the statement runs on another connection, as nothing of it
+took effect. Otherwise, as for a connection lost during a statement, the call raises
+`StoreUnavailableError` and the statement is not run again (it may have committed); the
+next call gets another connection.
 """
 
 from __future__ import annotations
@@ -403,7 +405,7 @@ class _Pool:
 def _ended_before_sending(exc: BaseException) -> bool:
     """Whether asyncpg refused a statement on a connection its server had ended.
 
-    A message that comes while the connection sits idle (the server's farewell) leaves
+    An error message that comes while the connection sits idle (the server's farewell) leaves
     asyncpg's protocol in state 2 (consuming an error), which refuses every statement
     before it runs; a transaction open on the connection ended with it.
     """

@@ -554,16 +554,18 @@ async def test_a_connection_ended_while_idle_is_replaced_before_its_close_arrive
         proxy.running(),
         PostgresStore(_named_dsn(name, proxy.port), schema=store.schema, max_size=1) as named,
     ):
-        stored = await named.put_record(Record(kind="k", id="r"), expected_version=0)
-        for pid in await _backends(admin, name, waiting=False):
-            assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
-        with anyio.fail_after(BOUND):
-            await proxy.close_held.wait()  # the farewell is sent on to the client
-        await anyio.sleep(0.1)  # which reads it at the event loop's next poll of its socket
-        assert await named.get_record("k", "r") == stored
-        deleted = await named.delete_record("k", "r", expected_version=stored.version)
-        assert deleted  # and a write on the new connection
-        proxy.release_closes()
+        try:
+            stored = await named.put_record(Record(kind="k", id="r"), expected_version=0)
+            for pid in await _backends(admin, name, waiting=False):
+                assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+            with anyio.fail_after(BOUND):
+                await proxy.close_held.wait()  # the farewell is sent on to the client
+            await anyio.sleep(0.1)  # which reads it at the event loop's next poll of its socket
+            assert await named.get_record("k", "r") == stored
+            deleted = await named.delete_record("k", "r", expected_version=stored.version)
+            assert deleted  # and a write on the new connection
+        finally:
+            proxy.release_closes()  # else closing the store waits for the held close
 
 
 async def test_a_connection_cut_during_a_write_raises_store_unavailable_then_recovers(
