@@ -53,6 +53,18 @@ def fresh_schema() -> str:
     return f"test_{uuid.uuid4().hex}"
 
 
+_PARSED = urlparse(POSTGRES_DSN)
+_SERVER = (_PARSED.hostname or "127.0.0.1", _PARSED.port or 5432)
+"""The test server's address, for a proxy in front of it."""
+
+
+def _dsn_through(port: int) -> str:
+    """POSTGRES_DSN, reaching the server through loopback `port` (a proxy, a fake server)."""
+    userinfo = _PARSED.netloc.rpartition("@")[0]
+    netloc = f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
+    return _PARSED._replace(netloc=netloc).geturl()
+
+
 @pytest.fixture
 async def admin() -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(POSTGRES_DSN)
@@ -334,8 +346,7 @@ def round_trips(sent: bytes) -> int:
 
 
 async def test_every_write_is_one_round_trip(schema: str) -> None:
-    parsed = urlparse(POSTGRES_DSN)
-    proxy = RecordingProxy((parsed.hostname or "127.0.0.1", parsed.port or 5432))
+    proxy = RecordingProxy(_SERVER)
     record = Record(kind="thread", id="t", tags=("a",), data={"n": 1})
     async with proxy.running(), _quick_store(proxy.port, schema) as store:
         writes = [RowWrite("s", 0, [Row("m0", "{}")]), RowWrite("log", 0, [Row("c0", "{}")])]
@@ -469,13 +480,8 @@ async def test_deleting_a_segment_after_a_write_it_waited_for_deletes_that_write
 
 def _named_dsn(name: str, port: int | None = None) -> str:
     """The test server's DSN, its connections named `name`, reached through `port` if given."""
-    parsed = urlparse(POSTGRES_DSN)
+    parsed = urlparse(POSTGRES_DSN if port is None else _dsn_through(port))
     query = f"{parsed.query}&" if parsed.query else ""
-    if port is not None:
-        userinfo = parsed.netloc.rpartition("@")[0]
-        parsed = parsed._replace(
-            netloc=f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
-        )
     return parsed._replace(query=query + urlencode({"application_name": name})).geturl()
 
 
@@ -547,8 +553,7 @@ async def test_a_connection_ended_while_idle_is_replaced_before_its_close_arrive
 ) -> None:
     # the server's farewell (an error message) has reached the idle connection, its close
     # has not (as happens on a busy machine): the next call must not fail on it
-    parsed = urlparse(POSTGRES_DSN)
-    proxy = StallingProxy((parsed.hostname or "127.0.0.1", parsed.port or 5432), hold_closes=True)
+    proxy = StallingProxy(_SERVER, hold_closes=True)
     name = f"ended-{uuid.uuid4().hex[:12]}"
     async with (
         proxy.running(),
@@ -622,12 +627,12 @@ async def test_an_unreachable_server_raises_store_unavailable_naming_no_password
 
 def _quick_store(port: int, schema: str) -> PostgresStore:
     """A store with short timeouts, reaching the server through loopback `port`."""
-    parsed = urlparse(POSTGRES_DSN)
-    userinfo = parsed.netloc.rpartition("@")[0]
-    netloc = f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
-    dsn = parsed._replace(netloc=netloc).geturl()
     return PostgresStore(
-        dsn, schema=schema, max_size=1, connect_timeout=TIMEOUT, command_timeout=TIMEOUT
+        _dsn_through(port),
+        schema=schema,
+        max_size=1,
+        connect_timeout=TIMEOUT,
+        command_timeout=TIMEOUT,
     )
 
 
@@ -654,8 +659,7 @@ async def test_a_server_that_accepts_no_connection_fails_after_the_connect_timeo
 async def test_a_server_gone_silent_fails_a_statement_after_the_command_timeout(
     store: PostgresStore,
 ) -> None:
-    parsed = urlparse(POSTGRES_DSN)
-    proxy = StallingProxy((parsed.hostname or "127.0.0.1", parsed.port or 5432))
+    proxy = StallingProxy(_SERVER)
     async with proxy.running():
         slow = _quick_store(proxy.port, store.schema)
         with anyio.fail_after(4 * BOUND):
