@@ -59,8 +59,10 @@ from pydantic import TypeAdapter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: find bench/
 
-from agent_threads import ChatMessageThread, Message, SQLiteStore, Usage
+from agent_threads import ChatMessageThread, Message, SQLiteStore, ThreadStore, Usage
+from agent_threads.core.ids import new_id
 from agent_threads.integrations.langgraph import ThreadSaver
+from agent_threads.stores.base import Row, RowWrite
 from agent_threads.stores.postgres import PostgresStore
 from agent_threads.stores.redis import RedisStore
 from bench.machine import machine_line
@@ -160,6 +162,37 @@ def thread_turn(name: str, thread: ChatMessageThread) -> Contender:
         await append_and_checkpoint(thread, b.messages)
 
     return Contender(name, call)
+
+
+def store_write(name: str, store: ThreadStore, thread: ChatMessageThread) -> Contender:
+    """The store's own write of an append, without the thread's bookkeeping around it.
+
+    `store.commit()` of the messages' rows (serialized in the call, as the raw baselines
+    do) at the next positions of a segment of its own, with `thread`'s record (appended
+    to once: the size of an append's record) compare-and-set at its next version: what
+    `on_new_messages` hands the store, minus the planning, checks, stats, ranges and
+    caches that make it. Not a target's contender: it tells how much of an append's
+    time is the store's write (see `limits`).
+    """
+    segment_id = new_id()
+    record = thread.record
+    position = 0
+
+    async def call(b: Batch) -> None:
+        nonlocal record, position
+        rows = [Row(m.id, m.model_dump_json()) for m in b.messages]
+        write = RowWrite(segment_id, position, rows)
+        record = await store.commit([write], record, expected_version=record.version)
+        position += len(rows)
+
+    return Contender(name, call)
+
+
+async def written_once(store: ThreadStore) -> ChatMessageThread:
+    """A new thread holding one message, for `store_write`."""
+    thread = await ChatMessageThread.create(store)
+    await thread.on_new_messages([message(-1)])
+    return thread
 
 
 def session_add(name: str, session: SQLiteSession | AsyncSQLiteSession) -> Contender:
@@ -345,6 +378,11 @@ PG_STORE = "agent-threads PostgresStore"
 REDIS_STORE = "agent-threads RedisStore"
 
 
+def written_alone(store: str) -> str:
+    """The name of `store`'s `store_write` contender."""
+    return f"{store}: the store's write alone, `commit()`"
+
+
 RAW_SQLITE_SETUP = (
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
@@ -382,6 +420,7 @@ async def sqlite_contenders(stack: AsyncExitStack, root: Path) -> list[Contender
         raw_sqlite_inline(inline),
         thread_append(SQLITE_STORE, await ChatMessageThread.create(store)),
         thread_turn(SQLITE_TURN, await ChatMessageThread.create(store)),
+        store_write(written_alone(SQLITE_STORE), store, await written_once(store)),
         session_add(SESSION, session),
         session_add(ASYNC_SESSION, async_session),
     ]
@@ -400,6 +439,7 @@ async def server_contenders(stack: AsyncExitStack) -> list[Contender]:
             raw_asyncpg(connection, raw),
             thread_append(PG_STORE, await ChatMessageThread.create(store)),
             thread_turn(PG_STORE + ", + checkpoint", await ChatMessageThread.create(store)),
+            store_write(written_alone(PG_STORE), store, await written_once(store)),
         ]
     if HAS_REDIS:
         client = await stack.enter_async_context(redis.Redis.from_url(REDIS_URL))
@@ -410,6 +450,7 @@ async def server_contenders(stack: AsyncExitStack) -> list[Contender]:
             thread_turn(
                 REDIS_STORE + ", + checkpoint", await ChatMessageThread.create(redis_store)
             ),
+            store_write(written_alone(REDIS_STORE), redis_store, await written_once(redis_store)),
         ]
     return contenders
 
@@ -788,6 +829,45 @@ def langgraph_targets(turns: list[Turner]) -> list[Target]:
     ]
 
 
+_SINGLE_TARGETS = (
+    (SQLITE_STORE, RAW_SQLITE, 1.3),
+    (PG_STORE, RAW_PG, 1.5),
+    (REDIS_STORE, RAW_REDIS, 1.5),
+)
+"""Each store's single append: its raw baseline and the target ratio (see `targets`)."""
+
+
+def limits(s: Figures) -> list[str]:
+    """The single appends split in two: the store's write alone, and the rest.
+
+    The rest (the append's time less its write's, from the medians) is the thread's
+    bookkeeping: checks, planning, stats, ranges, caches, the lock. A target is out of
+    reach of store work alone when the write alone already takes most of what it allows.
+    """
+    lines = [
+        "## What an append's time is made of",
+        "",
+        "Each store's single append beside its own write alone (`store_write`: the same rows"
+        " and an append's record through `store.commit()`, no thread around it), in the same"
+        " rounds. The thread's bookkeeping is the rest: the append's median time less the"
+        " write's.",
+        "",
+        "| store | raw baseline | append vs raw | write alone vs raw"
+        " | thread's bookkeeping (ms) | bookkeeping vs raw | target |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for store, raw, target in _SINGLE_TARGETS:
+        alone = written_alone(store)
+        if alone not in s.rounds:
+            continue
+        rest = s[store] - s[alone]
+        lines.append(
+            f"| {store} | {raw} | {s.ratio(store, raw):.2f}x | {s.ratio(alone, raw):.2f}x"
+            f" | {_ms(rest)} | {rest / s[raw]:.2f}x | ≤ {target}x |"
+        )
+    return [*lines, ""]
+
+
 def _rate_table(title: str, figures: Figures, per_call: int, base: str) -> list[str]:
     lines = [
         f"### {title}",
@@ -898,7 +978,7 @@ def report(a: Appends, loads_: Loads, turns: list[Turner], json_bytes: float) ->
     ]
     for t in targets(a, loads_, turns):
         lines.append(f"| {t.measure} | {t.figure} | {t.target} | {_mark(t.ok)} |")
-    lines += ["", "## Appends", "", *_append_tables(a)]
+    lines += ["", "## Appends", "", *_append_tables(a), *limits(a.single)]
     lines += ["## Loads", "", *_load_tables(loads_)]
     lines += [
         "## A chat turn by turn, against LangGraph",
@@ -954,7 +1034,7 @@ async def appends_only() -> None:
     async with _servers_cleaned():
         with tempfile.TemporaryDirectory(prefix="bench-peers-") as name:
             appended = await appends(Path(name))
-    print("\n".join(_append_tables(appended)))
+    print("\n".join([*_append_tables(appended), *limits(appended.single)]))
 
 
 async def loads_only() -> None:
